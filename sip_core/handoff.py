@@ -1,0 +1,186 @@
+"""GPU hand-off (DESIGN §8): GPU hosts have no pynini, Snakemake or DVC, so
+
+1. ``sip export TARGET``   (here) builds the target's data, then writes the `sip` commands of the jobs
+   that need a GPU (base_model, pretrain, finetune) in dependency order to ``handoff/jobs.json``;
+2. ``sip handoff-run``      (GPU host) runs the pending jobs within a time budget and packs their outputs
+   into archives of at most 15 MiB under ``$OUT`` (the device tool brings back 8 files of 16 MiB);
+3. ``sip import ARCHIVE..`` (here) unpacks, marks the jobs complete (``snakemake --touch``) and records
+   them (``dvc commit``).
+
+Jobs are resumable: a job whose output exists is skipped, so a second GPU call continues the first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from sip_core.errors import SipError
+from sip_core.io import write_json
+
+GPU_RULES = ("pretrain", "finetune")
+JOBS_FILE = Path("handoff/jobs.json")
+PART_BYTES = 15 * 2**20
+
+
+def parse_dry_run(text: str) -> list[dict]:
+    """Jobs (rule, outputs, wildcards, shell command) from ``snakemake -n -p`` output."""
+    jobs, job = [], None
+    for line in text.splitlines():
+        if m := re.match(r"^(?:local)?rule (\S+):$", line):
+            job = {"rule": m.group(1), "output": [], "wildcards": {}, "cmd": None}
+            jobs.append(job)
+        elif job is None:
+            continue
+        elif line.startswith("    output: "):
+            job["output"] = [p.strip() for p in line[len("    output: "):].split(",")]
+        elif line.startswith("    wildcards: "):
+            pairs = (kv.split("=", 1) for kv in line[len("    wildcards: "):].split(", "))
+            job["wildcards"] = {k: v for k, v in pairs}
+        elif line.startswith("Shell command: "):
+            job["cmd"] = line[len("Shell command: "):]
+    return jobs
+
+
+def _portable(cmd: str) -> str:
+    """Replace this machine's interpreter with the GPU host's ``python3``."""
+    return re.sub(r"^\S*python3? -m sip_core\.cli", "python3 -m sip_core.cli", cmd)
+
+
+def order_jobs(jobs: list[dict]) -> list[dict]:
+    """Dependency order without Snakemake: base, then pre-training parents before children, then fine-tuning."""
+    from sip_core import pipeline
+
+    def depth(model: str) -> int:
+        parent = pipeline.MODELS[model].parent
+        return 0 if parent is None else 1 + depth(parent)
+
+    def key(job):
+        model = job["wildcards"].get("model", "base")
+        return (GPU_RULES.index(job["rule"]), depth(model) if job["rule"] == "pretrain" else 0, job["output"])
+
+    return sorted(jobs, key=key)
+
+
+def snakemake(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], capture_output=True, text=True)
+
+
+def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 2) -> list[dict]:
+    """Build everything CPU-side for ``targets``, then write the GPU jobs still pending."""
+    config = ["--config", f"scale={scale}"]
+    data = snakemake(["-j", str(jobs_n), *config, "--omit-from", *GPU_RULES, "--", *targets])
+    if data.returncode != 0:
+        raise SipError(f"building the data of {' '.join(targets)} failed:\n{data.stderr[-2000:]}")
+    dry = snakemake(["-n", "-p", *config, "--", *targets])
+    if dry.returncode != 0:
+        raise SipError(f"snakemake dry run failed:\n{dry.stderr[-2000:]}")
+    jobs = [j for j in parse_dry_run(dry.stdout + dry.stderr) if j["rule"] in GPU_RULES]
+    for job in jobs:
+        job["cmd"] = _portable(job["cmd"])
+    jobs = order_jobs(jobs)
+    write_json({"scale": scale, "targets": targets, "jobs": jobs}, out)
+    return jobs
+
+
+def _done(job: dict) -> bool:
+    return all(Path(p).exists() for p in job["output"])
+
+
+def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
+    """Run pending jobs in order until the budget is spent; pack what they produced into out_dir."""
+    spec = json.loads(Path(jobs_file).read_text())
+    deadline = time.monotonic() + budget_min * 60
+    done, failed = [], []
+    for job in spec["jobs"]:
+        if _done(job):
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining < 30:
+            break
+        for p in job["output"]:
+            Path(p).parent.mkdir(parents=True, exist_ok=True)
+        log = re.search(r"> (\S+) 2>&1$", job["cmd"])
+        if log:
+            Path(log.group(1)).parent.mkdir(parents=True, exist_ok=True)
+        cmd = job["cmd"] + (f" --max-minutes {remaining / 60 - 0.5:.1f}" if job["rule"] == "pretrain" and
+                            "--max-minutes" not in job["cmd"] else "")
+        print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
+        result = subprocess.run(cmd, shell=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+        (done if result.returncode == 0 and _done(job) else failed).append(job)
+    pack([p for job in done for p in job["output"]], out_dir)
+    pending = [j for j in spec["jobs"] if not _done(j)]
+    summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
+    print(f"[handoff] {summary}")
+    return summary
+
+
+def pack(paths: list[str], out_dir: Path) -> list[Path]:
+    """Tar the outputs (a checkpoint's whole directory) into parts of at most PART_BYTES each."""
+    files = []
+    for p in paths:
+        root = Path(p).parent if Path(p).is_file() else Path(p)
+        files += sorted(f for f in root.rglob("*") if f.is_file())
+    files = sorted(set(files))
+    parts, part, size = [], None, 0
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        fsize = f.stat().st_size
+        if fsize > PART_BYTES:
+            raise SipError(f"{f} is {fsize / 2**20:.1f} MiB, more than one hand-off part can carry")
+        if part is None or size + fsize > PART_BYTES:
+            if part:
+                part.close()
+            parts.append(out_dir / f"handoff-{len(parts):02d}.tar")
+            part, size = tarfile.open(parts[-1], "w"), 0
+        part.add(f)
+        size += fsize
+    if part:
+        part.close()
+    return parts
+
+
+def import_archives(archives: list[Path], scale: str, targets: list[str]) -> None:
+    """Unpack returned outputs, then tell Snakemake and DVC they are complete."""
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                if member.name.startswith("/") or ".." in Path(member.name).parts:
+                    raise SipError(f"{archive}: unsafe path {member.name!r}")
+            tar.extractall(".", filter="data")
+    touch = snakemake(["--touch", "-j1", "--config", f"scale={scale}", "--", *targets])
+    if touch.returncode != 0:
+        raise SipError(f"snakemake --touch failed:\n{touch.stderr[-2000:]}")
+    if Path("dvc.yaml").exists():
+        subprocess.run(["dvc", "commit", "--force", "--quiet"], check=False)
+
+
+def register(commands, data_commands) -> None:
+    exp = commands.add_parser("export", help="build a target's data here and list its GPU jobs (handoff/jobs.json)")
+    exp.add_argument("targets", nargs="+")
+    exp.add_argument("--scale", default="gpu")
+    exp.add_argument("--out", type=Path, default=JOBS_FILE)
+    exp.set_defaults(func=lambda a: _print_export(export(a.targets, a.scale, a.out), a.out))
+    run_p = commands.add_parser("handoff-run", help="on the GPU host: run pending hand-off jobs, pack outputs")
+    run_p.add_argument("--jobs", type=Path, default=JOBS_FILE)
+    run_p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "handoff/out")))
+    run_p.add_argument("--budget-min", type=float, default=9.0)
+    run_p.set_defaults(func=lambda a: 0 if run(a.jobs, a.out, a.budget_min)["failed"] == 0 else 1)
+    imp = commands.add_parser("import", help="unpack hand-off archives, snakemake --touch, dvc commit")
+    imp.add_argument("archives", nargs="+", type=Path)
+    imp.add_argument("--scale", default="gpu")
+    imp.add_argument("--targets", nargs="+", required=True)
+    imp.set_defaults(func=lambda a: import_archives(a.archives, a.scale, a.targets))
+
+
+def _print_export(jobs: list[dict], out: Path) -> int:
+    print(f"{len(jobs)} GPU jobs -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9")
+    for job in jobs:
+        print("  " + shlex.split(job["cmd"])[3] + " -> " + job["output"][0])
+    return 0

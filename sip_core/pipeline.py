@@ -1,0 +1,64 @@
+"""What the pipeline knows about models and settings: which pre-training makes each model, how it is
+fine-tuned, and which task file each evaluation setting reads. Snakemake rules stay thin by asking here."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    variant: str | None          # pre-training variant (sip | te | naive | set), None: no pre-training
+    pool: str | None             # pre-training pool (d4, d4plus, nd7, d4long, set)
+    parent: str | None = None    # continued pre-training starts from this model's checkpoint
+    checkpoint_of: str | None = None  # fine-tune another model's checkpoint (the no-prefix ablation)
+    prefix: str = "none"         # fine-tuning prefix: mean | random | none
+    hparams: str = "default"     # key into the per-model batch/lr maps of params.finetune.*
+
+
+MODELS: dict[str, ModelSpec] = {
+    "base": ModelSpec(None, None),
+    "naive": ModelSpec("naive", "d4"),
+    "set": ModelSpec("set", "set"),
+    "te": ModelSpec("te", "d4", prefix="random", hparams="te"),
+    "sip-d4": ModelSpec("sip", "d4", prefix="mean", hparams="sip"),
+    "sip-d4-noprefix": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="none", hparams="sip"),
+    "sip-d4plus": ModelSpec("sip", "d4plus", parent="sip-d4", prefix="mean", hparams="sip"),
+    "sip-nd7": ModelSpec("sip", "nd7", parent="sip-d4", prefix="mean", hparams="sip"),
+    "sip-d4-long": ModelSpec("sip", "d4long", parent="sip-d4", prefix="mean", hparams="sip"),
+}
+
+
+def checkpoint_model(model: str) -> str:
+    """The model whose pre-trained checkpoint ``model`` fine-tunes."""
+    return MODELS[model].checkpoint_of or model
+
+
+def family(setting: str) -> str:
+    """Fine-tuning protocol family of an evaluation setting (keys of params.finetune)."""
+    if setting in ("g2p", "sygus"):
+        return setting
+    return "synthetic"
+
+
+def task_file(scale: str, setting: str) -> str:
+    if setting in ("g2p", "sygus"):
+        return f"data/{scale}/natural/{setting}/examples.parquet"
+    return f"data/{scale}/eval/{setting}/examples.parquet"
+
+
+def by_model(mapping: dict, model: str):
+    """Per-model value of a ``{default: x, sip: y, te: z}`` map."""
+    return mapping.get(MODELS[model].hparams, mapping["default"])
+
+
+def pretrain_settings(resolved: dict, model: str) -> dict:
+    spec = MODELS[model]
+    return resolved["pretrain"]["continued" if spec.parent else spec.variant]
+
+
+def put_interpreter_first_on_path() -> None:
+    """Jobs call ``python -m sip_core.cli``: make ``python`` the interpreter running Snakemake (the
+    venv's), unless ``--use-conda`` activates a rule's environment over it."""
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")

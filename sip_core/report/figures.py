@@ -1,0 +1,38 @@
+"""Figures people would rather look at than read: Figure 3 (accuracy deviation from base vs states)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from sip_core.io import atomic_path
+
+
+def more_states_figure(table6: pd.DataFrame, out: str | Path, title_suffix: str = "") -> None:
+    """Paper Figure 3: accuracy minus the base model's, per number of states, iteration and UC."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    acc = table6[table6["metric"] == "acc"].copy()
+    acc[["kind", "states"]] = acc["setting"].str.extract(r"^(iteration|uc)-s(\d+)$")
+    acc["states"] = acc["states"].astype(int)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
+    for ax, kind in zip(axes, ("iteration", "uc")):
+        sub = acc[acc["kind"] == kind]
+        base = sub[sub["model"] == "base"].set_index("states")["value"]
+        for model, group in sub[sub["model"] != "base"].groupby("model", sort=False):
+            group = group.set_index("states").sort_index()
+            delta = group["value"] - base.reindex(group.index)
+            ax.plot(delta.index, delta.values, marker="o", label=model)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_title(f"{'Iteration' if kind == 'iteration' else 'UC'}{title_suffix}")
+        ax.set_xlabel("states in the test FST")
+        ax.set_xticks(sorted(sub["states"].unique()))
+    axes[0].set_ylabel("accuracy − base (points)")
+    axes[1].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=130, format="png")
+    plt.close(fig)

@@ -1,0 +1,151 @@
+"""``sip pretrain | finetune | evaluate | predict``; torch is imported inside the handlers only."""
+from __future__ import annotations
+
+import argparse
+
+
+def _add_shape(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model shape (scratch init)")
+    g.add_argument("--d-model", type=int, default=256)
+    g.add_argument("--d-ff", type=int, default=1024)
+    g.add_argument("--layers", type=int, default=4, help="encoder layers")
+    g.add_argument("--decoder-layers", type=int, default=None, help="default: same as --layers")
+    g.add_argument("--heads", type=int, default=4)
+    g.add_argument("--d-kv", type=int, default=64)
+    g.add_argument("--dropout", type=float, default=0.1)
+    g.add_argument("--num-states", type=int, default=16, help="state-embedding rows of the FST encoder")
+    g.add_argument("--rel-buckets", type=int, default=32,
+                   help="T5 relative-position buckets (32 as ByT5: exact offsets only up to 8 each way)")
+    g.add_argument("--rel-max-distance", type=int, default=128)
+    g.add_argument("--symbol-source", choices=["table", "bytes"], default="table",
+                   help="FST symbol embeddings: their own table (the paper) or tied to the byte embeddings")
+
+
+def _add_runtime(p: argparse.ArgumentParser, precision_default: str) -> None:
+    g = p.add_argument_group("runtime")
+    g.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default=precision_default)
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--threads", type=int, default=None, help="CPU threads (default $SIP_THREADS or 1)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def register(commands, data_commands) -> None:
+    p = commands.add_parser("pretrain", help="pre-train a SIP / TE / Naive / Set model")
+    p.add_argument("--variant", required=True, choices=["sip", "te", "naive", "set"])
+    p.add_argument("--data", required=True, help="pool directory with examples.parquet (+ fsts.parquet)")
+    p.add_argument("--out", required=True, help="checkpoint directory (resumes automatically if it holds one)")
+    p.add_argument("--init", default="scratch", help="scratch | a SIP checkpoint | a T5/ByT5 from_pretrained path")
+    _add_shape(p)
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--lr", type=float, default=5e-4)
+    g.add_argument("--te-lr", type=float, default=1.0, help="LR of the TE task-embedding table")
+    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--adam-beta2", type=float, default=0.999, help="second-moment decay (0.98-0.95: steadier from scratch)")
+    g.add_argument("--batch-size", type=int, default=30)
+    g.add_argument("--grad-accum", type=int, default=1)
+    g.add_argument("--epochs", type=float, default=1.0)
+    g.add_argument("--max-steps", type=int, default=None, help="optimiser steps (overrides --epochs)")
+    g.add_argument("--warmup", type=int, default=0, help="warmup steps")
+    g.add_argument("--schedule", choices=["constant", "linear", "cosine"], default="constant")
+    g.add_argument("--clip", type=float, default=0.0, help="global grad-norm clip (0: none, as the original)")
+    g.add_argument("--compile", action="store_true", help="torch.compile the training forward")
+    g = p.add_argument_group("training levers (off by default)")
+    g.add_argument("--state-loss", type=float, default=0.0, metavar="W",
+                   help="add W x cross-entropy of a linear head predicting, at the last byte of each input "
+                        "character, the FST state after it (needs a pool built with --with-states)")
+    g.add_argument("--curriculum-steps", type=int, default=0, metavar="N",
+                   help="length curriculum: in the first N steps only inputs of <= L(step) characters, L rising "
+                        "linearly from --curriculum-start to the longest input")
+    g.add_argument("--curriculum-start", type=int, default=5, help="input length (characters) allowed at step 0")
+    g = p.add_argument_group("evaluation, limits, checkpoints")
+    g.add_argument("--eval-every", type=int, default=0, help="greedy exact match every N steps (0: only at the end)")
+    g.add_argument("--eval-max", type=int, default=1000, help="examples per evaluation split (0: all)")
+    g.add_argument("--eval-batch-size", type=int, default=128)
+    g.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this much wall time")
+    g.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: by time only)")
+    g.add_argument("--checkpoint-minutes", type=float, default=15.0)
+    g.add_argument("--log-every", type=int, default=50)
+    _add_runtime(p, "tf32")
+    p.set_defaults(func=_pretrain)
+
+    p = commands.add_parser("finetune", help="fine-tune a model on tasks (Parquet) or a TSV train/test pair")
+    p.add_argument("--model", required=True, help="SIP checkpoint, a T5/ByT5 path, or 'scratch'")
+    src = p.add_argument_group("data: --tasks FILE [--task-id ID|all], or --train X --test Y")
+    src.add_argument("--tasks", help="task examples.parquet (task_id, split train|test, input, output)")
+    src.add_argument("--task-id", default="all")
+    src.add_argument("--train", help="training pairs: TSV input<TAB>output or Parquet")
+    src.add_argument("--test", help="test pairs: TSV or Parquet")
+    p.add_argument("--out", required=True)
+    p.add_argument("--prefix", choices=["mean", "none", "random", "auto"], default="auto",
+                   help="mean: from the checkpoint's FST sample; none: no prefix; random: N(0,1) (TE); "
+                        "auto: mean for SIP checkpoints with a prefix sample, else none")
+    p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--eval-batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=3e-4, help="body LR")
+    p.add_argument("--prefix-lr", type=float, default=1.0)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--prefix-length", type=int, default=50)
+    p.add_argument("--eval-last", type=int, default=0, help="evaluate only in the last K epochs (0: every epoch)")
+    p.add_argument("--report-last", type=int, default=10, help="reported = mean of the last N evaluations")
+    p.add_argument("--save-model", action="store_true")
+    p.add_argument("--run-id", default=None)
+    p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
+    p.add_argument("--scale", default="unknown")
+    p.add_argument("--params-hash", default="unknown")
+    _add_shape(p)
+    _add_runtime(p, "tf32")
+    p.set_defaults(func=_finetune)
+
+    p = commands.add_parser("evaluate", help="greedy evaluation of a fine-tuned run or checkpoint on tasks")
+    p.add_argument("--model", required=True, help="a run directory saved with --save-model, or a checkpoint")
+    p.add_argument("--tasks", required=True, help="Parquet task file or TSV")
+    p.add_argument("--task-id", default="all")
+    p.add_argument("--split", default="test")
+    p.add_argument("--out", required=True)
+    p.add_argument("--eval-batch-size", type=int, default=64)
+    p.add_argument("--scale", default="unknown")
+    p.add_argument("--params-hash", default="unknown")
+    _add_runtime(p, "tf32")
+    p.set_defaults(func=_evaluate)
+
+    p = commands.add_parser("predict", help="greedy outputs for inputs read one per line from stdin")
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch-size", type=int, default=64)
+    _add_runtime(p, "tf32")
+    p.set_defaults(func=_predict)
+
+
+def _pretrain(args) -> int:
+    from sip_core.train.pretrain import PretrainOptions, run
+    opts = PretrainOptions(
+        variant=args.variant, data=args.data, out=args.out, init=args.init, d_model=args.d_model, d_ff=args.d_ff,
+        layers=args.layers, decoder_layers=args.decoder_layers, heads=args.heads, d_kv=args.d_kv,
+        dropout=args.dropout, num_states=args.num_states, lr=args.lr, te_lr=args.te_lr,
+        weight_decay=args.weight_decay, adam_beta2=args.adam_beta2, symbol_source=args.symbol_source,
+        rel_buckets=args.rel_buckets, rel_max_distance=args.rel_max_distance,
+        batch_size=args.batch_size, grad_accum=args.grad_accum, epochs=args.epochs,
+        max_steps=args.max_steps, warmup=args.warmup, schedule=args.schedule, clip=args.clip,
+        precision=args.precision, compile=args.compile, seed=args.seed, eval_every=args.eval_every,
+        eval_max=args.eval_max, eval_batch_size=args.eval_batch_size, max_minutes=args.max_minutes,
+        checkpoint_every=args.checkpoint_every, checkpoint_minutes=args.checkpoint_minutes,
+        log_every=args.log_every, device=args.device, threads=args.threads, progress=not args.no_progress,
+        state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start)
+    metrics = run(opts)
+    return 0 if metrics["status"] in ("finished", "time_limit") else 1
+
+
+def _finetune(args) -> int:
+    from sip_core.train.finetune import main
+    return main(args)
+
+
+def _evaluate(args) -> int:
+    from sip_core.eval.evaluate import evaluate_main
+    return evaluate_main(args)
+
+
+def _predict(args) -> int:
+    from sip_core.eval.evaluate import predict_main
+    return predict_main(args)

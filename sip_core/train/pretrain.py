@@ -1,0 +1,379 @@
+"""``sip pretrain``: SIP (FST prefix), TE (task embeddings), Naive and Set (plain seq2seq) pre-training.
+
+One optimiser step per batch (no accumulation by default), length-bucketed batches gathered on the
+device, optional bf16 autocast / TF32 / torch.compile, periodic greedy exact-match evaluation, a time
+limit, and checkpoints from which a killed run resumes to the same weights as an uninterrupted one.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sip_core.errors import SipError
+from sip_core.io import write_json, write_text
+from sip_core.model.config import t5_kwargs
+from sip_core.model.loading import build_model, save_model, save_prefix_init
+from sip_core.train import checkpoint as ckpt
+from sip_core.train import runtime
+from sip_core.train.batching import DeviceSplit, LengthCurriculum, bucketed_batches, plan_on_device
+from sip_core.train.data import load_pool
+from sip_core.train.optim import build_optimizer, build_scheduler
+
+VARIANT_PREFIX = {"sip": "fst", "te": "te", "naive": "none", "set": "none"}
+EVAL_SPLITS = ("easy_dev", "dev", "test")
+
+
+@dataclass
+class PretrainOptions:
+    variant: str
+    data: str
+    out: str
+    init: str = "scratch"
+    d_model: int = 256
+    d_ff: int = 1024
+    layers: int = 4
+    decoder_layers: int | None = None
+    heads: int = 4
+    d_kv: int = 64
+    dropout: float = 0.1
+    num_states: int = 16
+    lr: float = 5e-4
+    te_lr: float = 1.0
+    weight_decay: float = 0.0
+    adam_beta2: float = 0.999
+    rel_buckets: int = 32
+    rel_max_distance: int = 128
+    symbol_source: str = "table"
+    batch_size: int = 30
+    grad_accum: int = 1
+    epochs: float = 1.0
+    max_steps: int | None = None
+    warmup: int = 0
+    schedule: str = "constant"
+    clip: float = 0.0
+    precision: str = "tf32"
+    compile: bool = False
+    seed: int = 0
+    eval_every: int = 0
+    eval_max: int = 1000
+    eval_batch_size: int = 128
+    eval_splits: tuple = EVAL_SPLITS
+    max_minutes: float | None = None
+    checkpoint_every: int = 0
+    checkpoint_minutes: float = 15.0
+    log_every: int = 50
+    device: str = "auto"
+    threads: int | None = None
+    bucket_chunk: int = 64
+    prefix_sample: int = 400
+    progress: bool = True
+    state_loss: float = 0.0        # weight of the auxiliary FST-state loss on the encoder (0: off)
+    curriculum_steps: int = 0      # length curriculum over the first N optimiser steps (0: off)
+    curriculum_start: int = 5      # input length (characters) allowed at step 0
+    extra: dict = field(default_factory=dict)
+
+
+class Timer:
+    def __init__(self, limit_minutes: float | None):
+        self.start = time.monotonic()
+        self.limit = None if not limit_minutes else limit_minutes * 60.0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def expired(self) -> bool:
+        return self.limit is not None and self.elapsed >= self.limit
+
+
+def exact_match(model, data: DeviceSplit, batch_size: int, autocast) -> float:
+    from sip_core.eval.decode import predict_split
+    preds = predict_split(model, data, batch_size, autocast)
+    gold = data.split.outputs
+    return 100.0 * sum(p == g for p, g in zip(preds, gold)) / max(1, len(gold))
+
+
+def _eval_subset(split, n: int, seed: int):
+    if n <= 0 or len(split) <= n:
+        return split
+    idx = np.sort(np.random.default_rng([seed, 7]).choice(len(split), n, replace=False))
+    return split.subset(idx)
+
+
+def run(opts: PretrainOptions) -> dict:
+    if opts.variant not in VARIANT_PREFIX:
+        raise SipError(f"--variant must be one of {sorted(VARIANT_PREFIX)}, not {opts.variant!r}")
+    if opts.batch_size < 1 or opts.grad_accum < 1:
+        raise SipError("--batch-size and --grad-accum must be positive")
+    if opts.state_loss < 0 or opts.curriculum_steps < 0:
+        raise SipError("--state-loss and --curriculum-steps must be >= 0")
+    if opts.state_loss > 0 and opts.variant not in ("sip", "naive"):
+        raise SipError(f"--state-loss supports the sip and naive variants, not {opts.variant!r}")
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = runtime.pick_device(opts.device)
+    runtime.configure_threads(device, opts.threads)
+    autocast = runtime.set_precision(opts.precision, device)
+    prefix_mode = VARIANT_PREFIX[opts.variant]
+    timer = Timer(opts.max_minutes)
+
+    resume_from = ckpt.latest_checkpoint(out)
+    payload = None
+    if resume_from is not None:
+        payload, saved_config = ckpt.load_checkpoint(resume_from)
+        if payload["options"]["variant"] != opts.variant:
+            raise SipError(f"{out} holds a {payload['options']['variant']} run; refusing to resume it as {opts.variant}")
+
+    runtime.seed_everything(opts.seed)
+    pool = load_pool(opts.data, with_fsts=prefix_mode == "fst", num_states=opts.num_states, te=prefix_mode == "te")
+    te_tasks = len(pool.train_fst_ids) + 1 if pool.train_fst_ids is not None else 1
+    if opts.state_loss > 0 and pool.splits["train"].states is None:
+        raise SipError(f"--state-loss needs per-example FST states, but {opts.data}/examples.parquet has no "
+                       f"'states' column (build the pool with `sip data d4|d4plus|d4long --with-states`)")
+    if payload is not None:
+        from sip_core.model.config import SIPConfig
+        from sip_core.model.sip_model import SIPForConditionalGeneration
+        config = SIPConfig.from_dict({k: v for k, v in saved_config.items() if k not in ("model_type", "transformers_version")})
+        model = SIPForConditionalGeneration(config)
+        model.load_state_dict(payload["model"])
+    else:
+        shape = t5_kwargs(d_model=opts.d_model, d_ff=opts.d_ff, num_layers=opts.layers,
+                          num_decoder_layers=opts.decoder_layers, num_heads=opts.heads, d_kv=opts.d_kv,
+                          dropout_rate=opts.dropout, relative_attention_num_buckets=opts.rel_buckets,
+                          relative_attention_max_distance=opts.rel_max_distance)
+        model = build_model(opts.init, prefix_mode, opts.variant, shape, num_states=opts.num_states,
+                            te_num_tasks=te_tasks, symbol_source=opts.symbol_source)
+    if prefix_mode == "fst" and pool.fsts is not None and len(pool.fsts.transitions):
+        top = int(pool.fsts.transitions[:, [0, 3]].max())
+        if top >= model.config.num_states:
+            raise SipError(f"the pool has state id {top}; the model embeds {model.config.num_states} states")
+    if opts.state_loss > 0:
+        model.enable_state_head()  # after the body's init, so that the rest of the model is unchanged
+        top = int(pool.splits["train"].states.max(initial=0))
+        if top >= model.config.num_states:
+            raise SipError(f"the pool has state id {top}; the state head predicts {model.config.num_states} states")
+    if prefix_mode == "te" and model.config.te_num_tasks < te_tasks:
+        raise SipError(f"the TE table has {model.config.te_num_tasks} rows but the pool needs {te_tasks}")
+    model.to(device).train()
+
+    train = DeviceSplit(pool.splits["train"], device, pool.fsts, prefix_mode == "fst", state_labels=opts.state_loss > 0)
+    curriculum = None
+    if opts.curriculum_steps > 0:
+        curriculum = LengthCurriculum(pool.splits["train"].input_char_lengths, opts.curriculum_steps,
+                                      opts.curriculum_start, opts.batch_size, opts.seed)
+    evals = {name: DeviceSplit(_eval_subset(pool.splits[name], opts.eval_max, opts.seed), device, pool.fsts,
+                               prefix_mode == "fst")
+             for name in opts.eval_splits if name in pool.splits and not (prefix_mode == "te" and name != "easy_dev")}
+
+    # TE: the task table has its own LR (1.0 in the original); everything else shares --lr.
+    table = [p for n, p in model.named_parameters() if n.startswith("task_embedding.embedding")]
+    table_ids = {id(p) for p in table}
+    body = [p for p in model.parameters() if id(p) not in table_ids]
+    optimizer = build_optimizer([{"name": "body", "params": body, "lr": opts.lr},
+                                 {"name": "task_table", "params": table, "lr": opts.te_lr}],
+                                device, weight_decay=opts.weight_decay, betas=(0.9, opts.adam_beta2))
+    micro_per_epoch = math.ceil(len(train) / opts.batch_size)
+    steps_per_epoch = max(1, micro_per_epoch // opts.grad_accum)
+    total_steps = opts.max_steps if opts.max_steps else max(1, int(round(opts.epochs * steps_per_epoch)))
+    scheduler = build_scheduler(optimizer, opts.schedule, opts.warmup, total_steps)
+
+    state = {"step": 0, "epoch": 0, "batch_index": 0, "examples": 0, "tokens": 0, "train_seconds": 0.0}
+    history = {"curve": [], "evals": []}
+    if payload is not None:
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+        state = payload["state"]
+        history = payload["history"]
+        runtime.set_rng_state(payload["rng"])
+
+    forward = torch.compile(model, dynamic=True) if opts.compile else model
+    config_json = model.config.to_json_string()
+
+    def evaluate_now():
+        row = {"step": state["step"]}
+        for name, data in evals.items():
+            row[f"{name}_acc"] = exact_match(model, data, opts.eval_batch_size, autocast)
+        history["evals"].append(row)
+        return row
+
+    def save_state():
+        payload_now = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                       "scheduler": scheduler.state_dict(), "rng": runtime.rng_state(), "state": dict(state),
+                       "history": history, "options": asdict(opts)}
+        ckpt.save_checkpoint(out, state["step"], payload_now, config_json)
+
+    def write_metrics(status: str):
+        metrics = {"variant": opts.variant, "status": status, "options": asdict(opts),
+                   "n_params": runtime.count_parameters(model), "device": runtime.device_name(device),
+                   "commit": runtime.git_commit(), "steps": state["step"], "total_steps": total_steps,
+                   "epochs_done": state["step"] / steps_per_epoch, "train_seconds": state["train_seconds"],
+                   "examples_per_second": state["examples"] / max(1e-9, state["train_seconds"]),
+                   "curve": history["curve"], "evals": history["evals"],
+                   "final": history["evals"][-1] if history["evals"] else {}}
+        write_json(metrics, out / "pretrain_metrics.json")
+        cols = ["step", "epoch", "loss", "lr", "examples_per_second", "tokens_per_second"]
+        if opts.state_loss > 0:
+            cols += ["state_loss", "state_acc"]
+        lines = [",".join(cols)] + [",".join(str(r.get(c, "")) for c in cols) for r in history["curve"]]
+        write_text("\n".join(lines) + "\n", out / "pretrain_log.csv")
+        return metrics
+
+    bar = None
+    if opts.progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=total_steps, initial=state["step"], desc=f"pretrain {opts.variant}", unit="step", mininterval=2.0)
+    loss_sum = torch.zeros((), device=device)
+    state_sums = torch.zeros(3, device=device)  # state loss, correct, labelled positions (no per-step sync)
+    loss_count = 0
+    window_start, window_examples, window_tokens = time.monotonic(), 0, 0
+    last_ckpt = time.monotonic()
+    status = "finished"
+    micro = 0
+
+    def batch_stream():
+        """(indices, indices on device, epoch position) of each micro-batch. The curriculum's steps come
+        first and leave epoch/batch_index alone; then the epoch plans, resumable from state["batch_index"]."""
+        j = 0
+        while curriculum is not None and state["step"] < min(opts.curriculum_steps, total_steps):
+            yield curriculum.batch(state["step"], j % opts.grad_accum), None, 0.0
+            j += 1
+        while True:
+            plan = bucketed_batches(train.encoder_lengths, train.label_lengths, opts.batch_size, opts.seed,
+                                    state["epoch"], opts.bucket_chunk)
+            plan_device = plan_on_device(plan, device)
+            while state["batch_index"] < len(plan):
+                b = state["batch_index"]
+                state["batch_index"] += 1
+                yield plan[b], plan_device[b], state["epoch"] + state["batch_index"] / len(plan)
+            state["epoch"] += 1
+            state["batch_index"] = 0
+
+    stream = batch_stream()
+    while state["step"] < total_steps:
+        idx, idx_t, epoch_pos = next(stream)
+        batch = train.batch(idx, idx_t=idx_t)
+        state_labels = batch.pop("state_labels", None)
+        with autocast():
+            outputs = forward(**batch)
+            loss = outputs.loss
+            if state_labels is not None:
+                s_loss, s_correct, s_count = _state_loss(model, outputs.encoder_last_hidden_state, state_labels)
+                state_sums += torch.stack([s_loss.detach(), s_correct, s_count])
+                total_loss = loss + opts.state_loss * s_loss
+            else:
+                total_loss = loss
+        (total_loss / opts.grad_accum).backward()
+        micro += 1
+        n_tok = int(train.encoder_lengths[idx].sum() + train.label_lengths[idx].sum())
+        state["examples"] += len(idx)
+        state["tokens"] += n_tok
+        window_examples += len(idx)
+        window_tokens += n_tok
+        loss_sum += loss.detach()
+        loss_count += 1
+        if micro % opts.grad_accum:
+            continue
+        if opts.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), opts.clip)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        state["step"] += 1
+        if bar is not None:
+            bar.update(1)
+        if state["step"] % opts.log_every == 0 or state["step"] == total_steps:
+            now = time.monotonic()
+            seconds = now - window_start
+            state["train_seconds"] += seconds
+            mean_loss = float(loss_sum) / max(1, loss_count)
+            row = {"step": state["step"], "epoch": round(epoch_pos, 4),
+                   "loss": round(mean_loss, 5), "lr": scheduler.get_last_lr()[0],
+                   "examples_per_second": round(window_examples / max(seconds, 1e-9), 2),
+                   "tokens_per_second": round(window_tokens / max(seconds, 1e-9), 1)}
+            if opts.state_loss > 0:
+                s_loss_sum, s_correct, s_count = state_sums.tolist()
+                row["state_loss"] = round(s_loss_sum / max(1, loss_count), 5)
+                row["state_acc"] = round(100.0 * s_correct / max(1.0, s_count), 2)
+                state_sums.zero_()
+            if curriculum is not None and state["step"] <= opts.curriculum_steps:
+                row["max_input_chars"] = round(curriculum.limit(state["step"] - 1), 2)
+            history["curve"].append(row)
+            if not math.isfinite(mean_loss):
+                status = "diverged"
+            if bar is not None:
+                bar.set_postfix(loss=f"{mean_loss:.4f}", ex_s=f"{window_examples / max(seconds, 1e-9):.0f}",
+                                **({"state_acc": f"{row['state_acc']:.1f}"} if "state_acc" in row else {}))
+            loss_sum.zero_()
+            loss_count = 0
+            window_start, window_examples, window_tokens = time.monotonic(), 0, 0
+        if status == "diverged":
+            break
+        if opts.eval_every and state["step"] % opts.eval_every == 0 and state["step"] < total_steps:
+            t0 = time.monotonic()
+            row = evaluate_now()
+            if bar is not None:
+                bar.write(f"step {state['step']}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items() if k != "step"))
+            window_start += time.monotonic() - t0  # evaluation time is not training time
+        due = (opts.checkpoint_every and state["step"] % opts.checkpoint_every == 0) or \
+            (opts.checkpoint_minutes and time.monotonic() - last_ckpt >= opts.checkpoint_minutes * 60)
+        if timer.expired():
+            status = "time_limit"
+            break
+        if due:
+            save_state()
+            write_metrics("running")
+            last_ckpt = time.monotonic()
+            _maybe_die_for_test(state["step"])
+    if bar is not None:
+        bar.close()
+    if loss_count:  # a partial logging window (time limit) still counts as training time
+        state["train_seconds"] += time.monotonic() - window_start
+    if status != "diverged":
+        evaluate_now()
+    save_state()
+    save_model(model, out)
+    if prefix_mode == "fst":
+        save_prefix_init(out, _prefix_sample(pool, opts.prefix_sample, opts.seed))
+    metrics = write_metrics(status)
+    final = metrics["final"]
+    summary = ", ".join(f"{k} {v:.1f}%" for k, v in final.items() if k != "step")
+    print(f"pretrain {opts.variant}: {status} at step {state['step']}/{total_steps}, "
+          f"{metrics['examples_per_second']:.0f} ex/s" + (f", exact match {summary}" if summary else "")
+          + f" → {out}")
+    return metrics
+
+
+def _state_loss(model, hidden: torch.Tensor, labels: torch.Tensor):
+    """Cross-entropy of the state head over labelled positions; also (correct, count) for the accuracy."""
+    logits = model.state_logits(hidden).float()
+    mask = labels != -100
+    count = mask.sum().float()
+    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100,
+                                             reduction="sum") / count.clamp(min=1)
+    correct = ((logits.argmax(-1) == labels) & mask).sum().float()
+    return loss, correct, count
+
+
+def _maybe_die_for_test(step: int) -> None:
+    """Resume tests: $SIP_TEST_KILL_AFTER_STEP makes the process die abruptly (like SIGKILL) after the
+    checkpoint of that step, with no cleanup and no final save."""
+    import os
+    target = os.environ.get("SIP_TEST_KILL_AFTER_STEP")
+    if target and step >= int(target):
+        os._exit(137)
+
+
+def _prefix_sample(pool, n: int, seed: int) -> torch.Tensor:
+    """FSTs of ``n`` random training lines (as the original's 400-line pretraining_sample), padded."""
+    train = pool.splits["train"]
+    rng = np.random.default_rng([seed, 11])
+    lines = rng.choice(len(train), size=min(n, len(train)), replace=False)
+    rows = train.fst_rows[lines]
+    width = int(pool.fsts.n_transitions[rows].max())
+    return torch.from_numpy(pool.fsts.padded(rows, width))

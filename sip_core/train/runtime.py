@@ -1,0 +1,97 @@
+"""Device, precision, seeds and provenance shared by pre-training, fine-tuning and evaluation."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sip_core.errors import SipError
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SipError(f"--device {name} requested but CUDA is not available")
+    return torch.device(name)
+
+
+def set_precision(precision: str, device: torch.device):
+    """Configure matmul precision; return a zero-argument factory of the autocast context to train in.
+
+    bf16 means bf16 autocast with fp32 master weights (T5 overflows in fp16, so fp16 is not offered).
+    """
+    if precision not in PRECISIONS:
+        raise SipError(f"--precision must be one of {PRECISIONS}, not {precision!r}")
+    tf32 = precision in ("tf32", "bf16")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    if precision == "bf16":
+        return functools.partial(torch.autocast, device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2 ** 32))
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def git_commit() -> str:
+    """The source tree's commit (``unknown`` outside git or when git is missing, e.g. on GPU hosts)."""
+    if os.environ.get("SIP_COMMIT"):
+        return os.environ["SIP_COMMIT"]
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def configure_threads(device: torch.device, threads: int | None = None) -> int:
+    """CPU intra-op threads: --threads, else $SIP_THREADS, else 1.
+
+    One thread is the default because the small models of the ci/cpu scales are dominated by per-op
+    overhead, and Snakemake runs jobs side by side: on a shared 2-core machine two threads per job were
+    measured ~8× slower per matmul than one.
+    """
+    if device.type != "cpu":
+        return torch.get_num_threads()
+    n = threads or int(os.environ.get("SIP_THREADS", "0") or 0) or 1
+    torch.set_num_threads(n)
+    return n

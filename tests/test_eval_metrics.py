@@ -1,0 +1,49 @@
+"""Metrics on hand-made examples, the pure-Python fallback, and the decoding cap."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sip_core.eval import metrics
+from sip_core.eval.decode import decode_cap, greedy_ids
+from sip_core.model import SIPConfig, SIPForConditionalGeneration, tokenizer
+from sip_core.model.config import t5_kwargs
+
+
+def test_scores_on_hand_examples():
+    got = metrics.score(["abc", "abd", "", "xyz"], ["abc", "abc", "ab", "x"])
+    assert got["acc"] == pytest.approx(25.0)
+    assert got["ed"] == pytest.approx((0 + 1 + 2 + 2) / 4)
+    assert got["per"] == pytest.approx((0 + 1 / 3 + 2 / 2 + 2 / 1) / 4)
+    empty_gold = metrics.score(["ab"], [""])
+    assert empty_gold["per"] == pytest.approx(2.0)  # ed / max(1, len(gold))
+
+
+def test_python_levenshtein_matches_rapidfuzz():
+    pairs = [("kitten", "sitting"), ("", "abc"), ("ɐʂ", "ʂɐ"), ("flaw", "lawn"), ("same", "same")]
+    want = [3, 3, 2, 2, 0]
+    assert [metrics._python_levenshtein(a, b) for a, b in pairs] == want
+    assert [metrics.edit_distance(a, b) for a, b in pairs] == want
+
+
+def test_decoding_cap_is_two_input_bytes_plus_16():
+    assert decode_cap(0) == 16 and decode_cap(5) == 26
+    torch.manual_seed(0)
+    model = SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8),
+                                                  prefix_mode="none")).eval()
+    head = torch.nn.Linear(16, tokenizer.VOCAB_SIZE, bias=True)
+    with torch.no_grad():  # make EOS and pad impossible so that every row runs to its cap
+        head.weight.copy_(model.t5.lm_head.weight)
+        head.bias.zero_()
+        head.bias[[tokenizer.EOS_ID, tokenizer.PAD_ID]] = -1e9
+    model.t5.lm_head = head
+    texts = ["a", "abcd"]
+    ids = [tokenizer.encode(t) for t in texts]
+    width = max(map(len, ids))
+    batch = {"input_ids": torch.tensor([r + [0] * (width - len(r)) for r in ids]),
+             "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in ids])}
+    caps = torch.tensor([decode_cap(1), decode_cap(4)])
+    out = greedy_ids(model, batch, caps)
+    assert out.shape[1] == 24
+    assert [(row != 0).sum().item() for row in out] == [18, 24]

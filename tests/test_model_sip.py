@@ -1,0 +1,103 @@
+"""SIP model: ByT5 layout (untied head), Auto registration, padding invariance, prefix init, tokenizer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sip_core.fst import vocab
+from sip_core.model import SIPConfig, SIPForConditionalGeneration, tokenizer
+from sip_core.model.config import t5_kwargs
+from sip_core.model.encoder import TransitionEncoder
+from sip_core.model.loading import mean_prefix
+
+TINY = t5_kwargs(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16, dropout_rate=0.0)
+
+
+def tiny_model(mode="fst", **kw):
+    torch.manual_seed(0)
+    return SIPForConditionalGeneration(SIPConfig(t5=TINY, prefix_mode=mode, **kw)).eval()
+
+
+def test_lm_head_untied_and_survives_save_load(tmp_path):
+    from transformers import AutoModelForSeq2SeqLM
+    model = tiny_model()
+    t5 = model.t5
+    assert t5.lm_head.weight.data_ptr() != t5.shared.weight.data_ptr()
+    assert t5.encoder.embed_tokens.weight is t5.shared.weight and t5.decoder.embed_tokens.weight is t5.shared.weight
+    assert model.config.tie_word_embeddings is False and t5.config.scale_decoder_outputs is False
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    assert isinstance(loaded, SIPForConditionalGeneration)
+    lt5 = loaded.t5
+    assert lt5.lm_head.weight.data_ptr() != lt5.shared.weight.data_ptr()
+    assert lt5.decoder.embed_tokens.weight is lt5.shared.weight
+    assert torch.equal(lt5.lm_head.weight, t5.lm_head.weight)
+    assert not torch.equal(lt5.lm_head.weight, lt5.shared.weight)
+    for (n, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), n
+
+
+def _example(model):
+    fst = torch.tensor([[[0, 10, 11, 1, 1], [1, 11, 12, 0, 2], [0, 12, 1, 0, 1]]])
+    ids = torch.tensor([tokenizer.encode("abca")])
+    labels = torch.tensor([tokenizer.encode("bcc")])
+    return fst, ids, labels
+
+
+def test_padding_transitions_and_batch_mates_do_not_change_logits():
+    model = tiny_model()
+    fst, ids, labels = _example(model)
+    mask = torch.ones_like(ids)
+    ref = model(input_ids=ids, attention_mask=mask, labels=labels, fst=fst).logits
+    padded_fst = torch.cat([fst, torch.zeros(1, 7, 5, dtype=torch.long)], 1)
+    out = model(input_ids=ids, attention_mask=mask, labels=labels, fst=padded_fst).logits
+    assert (out - ref).abs().max().item() < 1e-5
+    # the same example next to a longer one (more transitions, longer input): identical logits
+    other_fst = torch.tensor([[[0, 13, 14, 1, 1]] * 10])
+    fst2 = torch.cat([padded_fst, other_fst], 0)
+    ids2 = torch.cat([torch.cat([ids, torch.zeros(1, 4, dtype=torch.long)], 1),
+                      torch.tensor([tokenizer.encode("xyzwvuut")])], 0)
+    mask2 = (ids2 != 0).long()
+    labels2 = torch.cat([labels, torch.tensor([tokenizer.encode("abc")])], 0)
+    out2 = model(input_ids=ids2, attention_mask=mask2, labels=labels2, fst=fst2).logits[:1]
+    assert (out2 - ref).abs().max().item() < 1e-5
+
+
+def test_prefix_init_is_hand_computed_mean():
+    torch.manual_seed(1)
+    enc = TransitionEncoder(num_states=4, n_symbols=vocab.N_SYMBOLS, d_model=8)
+    sample = torch.zeros(3, 4, 5, dtype=torch.long)
+    sample[0, :3] = torch.tensor([[0, 5, 6, 1, 1], [1, 6, 7, 2, 2], [2, 7, 5, 0, 1]])
+    sample[1, :1] = torch.tensor([[0, 8, 9, 1, 2]])
+    sample[2, :2] = torch.tensor([[0, 9, 5, 3, 1], [3, 5, 5, 0, 2]])
+    got = mean_prefix(enc, sample, n_examples=3, prefix_length=5, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        vec, _ = enc(sample)
+    real = {(i, p) for i, n in enumerate([3, 1, 2]) for p in range(n)}
+    overall = torch.stack([vec[i, p] for i, p in sorted(real)]).mean(0)
+    for pos in range(5):
+        rows = [vec[i, pos] for i in range(3) if (i, pos) in real]
+        want = torch.stack(rows).mean(0) if rows else overall
+        assert torch.allclose(got[pos], want, atol=1e-6), pos
+    assert got.shape == (5, 8)
+
+
+def test_tuned_and_te_and_none_modes_run_and_generate():
+    ids = torch.tensor([tokenizer.encode("abc"), tokenizer.encode("cba")])
+    mask = torch.ones_like(ids)
+    for mode, extra in (("tuned", {}), ("te", {"task_ids": torch.tensor([1, 0])}), ("none", {})):
+        model = tiny_model(mode, te_num_tasks=3, prefix_length=5)
+        out = model(input_ids=ids, attention_mask=mask, labels=ids, **extra)
+        assert torch.isfinite(out.loss)
+        gen = model.generate(ids, mask, max_new_tokens=4, **extra)
+        assert gen.shape[0] == 2
+
+
+def test_vectorised_tokenizer_matches_per_string_encoding():
+    texts = ["", "abc", "ɐʂ x", "tab\tend", "ü"]
+    flat, offsets = tokenizer.encode_many(texts)
+    for i, t in enumerate(texts):
+        assert flat[offsets[i]:offsets[i + 1]].tolist() == tokenizer.encode(t)
+        assert tokenizer.decode(flat[offsets[i]:offsets[i + 1]]) == t
+    assert tokenizer.decode([tokenizer.PAD_ID, 100, tokenizer.EOS_ID, 101]) == "a"

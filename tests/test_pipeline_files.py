@@ -1,0 +1,61 @@
+"""Pipeline plumbing: dvc.yaml is what params.yaml generates; the GPU hand-off parses, orders and packs."""
+import tarfile
+from pathlib import Path
+
+from sip_core import config, dvcstages, handoff
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DRY_RUN = """
+[Thu Nov 26 02:18:13 2026]
+rule finetune:
+    input: data/gpu/checkpoints/sip-d4/model.safetensors, data/gpu/eval/uc-s4/examples.parquet
+    output: data/gpu/runs/sip-d4/uc-s4
+    wildcards: scale=gpu, model=sip-d4, setting=uc-s4
+Shell command: /x/.venv/bin/python -m sip_core.cli finetune --model data/gpu/checkpoints/sip-d4 --out data/gpu/runs/sip-d4/uc-s4 > logs/gpu/finetune/sip-d4-uc-s4.log 2>&1
+
+[Thu Nov 26 02:18:13 2026]
+rule pretrain:
+    output: data/gpu/checkpoints/sip-nd7/model.safetensors
+    wildcards: scale=gpu, model=sip-nd7
+Shell command: python -m sip_core.cli pretrain --variant sip --init data/gpu/checkpoints/sip-d4 --out data/gpu/checkpoints/sip-nd7 > logs/gpu/pretrain/sip-nd7.log 2>&1
+
+[Thu Nov 26 02:18:13 2026]
+rule pretrain:
+    output: data/gpu/checkpoints/sip-d4/model.safetensors
+    wildcards: scale=gpu, model=sip-d4
+Shell command: python -m sip_core.cli pretrain --variant sip --out data/gpu/checkpoints/sip-d4 > logs/gpu/pretrain/sip-d4.log 2>&1
+"""
+
+
+def test_committed_dvc_yaml_is_generated_from_params():
+    assert (ROOT / "dvc.yaml").read_text() == dvcstages.render(config.load())
+
+
+def test_gpu_and_paper_stages_are_frozen_and_tables_are_not_cached():
+    stages = dvcstages.stages(config.load())["stages"]
+    assert all(s.get("frozen") for name, s in stages.items() if "-gpu" in name)
+    assert not any(s.get("frozen") for name, s in stages.items() if "-ci" in name or "-cpu" in name)
+    table = stages["table1-ci"]
+    assert all(list(o.values())[0] == {"cache": False} for o in table["outs"])
+    assert "data/ci/checkpoints/sip-d4" in table["deps"] and "data/ci/checkpoints/sip-d4plus" not in table["deps"]
+
+
+def test_handoff_orders_parents_before_children_and_fine_tuning_last():
+    jobs = handoff.order_jobs(handoff.parse_dry_run(DRY_RUN))
+    assert [j["wildcards"]["model"] for j in jobs] == ["sip-d4", "sip-nd7", "sip-d4"]
+    assert [j["rule"] for j in jobs] == ["pretrain", "pretrain", "finetune"]
+    assert handoff._portable(jobs[2]["cmd"]).startswith("python3 -m sip_core.cli finetune ")
+
+
+def test_handoff_packs_outputs_into_bounded_parts_and_unpacks_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = Path("data/gpu/runs/sip-d4/uc-s4/uc-s4-0")
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text("{}")
+    (run / "predictions.parquet").write_bytes(b"x" * 1000)
+    monkeypatch.setattr(handoff, "PART_BYTES", 1500)
+    parts = handoff.pack(["data/gpu/runs/sip-d4/uc-s4"], tmp_path / "out")
+    assert len(parts) == 1
+    names = tarfile.open(parts[0]).getnames()
+    assert sorted(names) == sorted(str(p) for p in run.iterdir())

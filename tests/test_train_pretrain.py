@@ -1,0 +1,70 @@
+"""Pre-training: resume after a kill gives the same weights; a kill mid-checkpoint keeps the old one."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from sip_core.train import checkpoint as ckpt
+from tests.fixtures.tiny_fsts import write_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = ["--d-model", "32", "--d-ff", "64", "--layers", "1", "--heads", "2", "--d-kv", "16"]
+
+
+def _pretrain(pool, out, *extra, env_extra=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", **(env_extra or {})}
+    cmd = [sys.executable, "-m", "sip_core.cli", "pretrain", "--variant", "sip", "--data", str(pool), "--out", str(out),
+           *SHAPE, "--batch-size", "16", "--epochs", "2", "--checkpoint-every", "3", "--log-every", "2",
+           "--eval-max", "20", "--no-progress", "--seed", "5", *extra]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    return write_pool(tmp_path_factory.mktemp("pool"), n_train_fsts=10, n_dev_fsts=2, n_test_fsts=2, per_fst=8)
+
+
+def test_killed_run_resumes_to_identical_weights(pool, tmp_path):
+    full = _pretrain(pool, tmp_path / "full")
+    assert full.returncode == 0, full.stderr
+    killed = _pretrain(pool, tmp_path / "resumed", env_extra={"SIP_TEST_KILL_AFTER_STEP": "4"})
+    assert killed.returncode == 137
+    assert ckpt.latest_checkpoint(tmp_path / "resumed").name == "step-000000006"
+    assert not (tmp_path / "resumed" / "model.safetensors").exists()
+    resumed = _pretrain(pool, tmp_path / "resumed")
+    assert resumed.returncode == 0, resumed.stderr
+    a = load_file(tmp_path / "full" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    for name in ("config.json", "prefix_init.safetensors", "pretrain_metrics.json", "pretrain_log.csv"):
+        assert (tmp_path / "resumed" / name).exists()
+
+
+def test_kill_during_checkpoint_write_keeps_previous(tmp_path, monkeypatch):
+    ckpt.save_checkpoint(tmp_path, 3, {"x": torch.tensor([3])}, "{}")
+    real_save = torch.save
+
+    def dying_save(obj, fh, *a, **k):
+        fh.write(b"partial")  # half a file, then the process 'dies'
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt.torch, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save_checkpoint(tmp_path, 6, {"x": torch.tensor([6])}, "{}")
+    monkeypatch.setattr(ckpt.torch, "save", real_save)
+    latest = ckpt.latest_checkpoint(tmp_path)
+    assert latest.name == "step-000000003"
+    payload, _ = ckpt.load_checkpoint(latest)
+    assert payload["x"].item() == 3
+    # the next successful save replaces it and cleans the debris
+    ckpt.save_checkpoint(tmp_path, 9, {"x": torch.tensor([9])}, "{}")
+    assert ckpt.latest_checkpoint(tmp_path).name == "step-000000009"
+    assert not list((tmp_path / "checkpoints").glob(".tmp-*"))

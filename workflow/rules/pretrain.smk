@@ -1,0 +1,31 @@
+# Pre-trained checkpoints: data/{scale}/checkpoints/{model}/ (config.json + model.safetensors).
+# Continued pre-training (d4+, nd7, d4-long) starts from its parent's checkpoint; `base` has none
+# (fine-tuning initialises it: scratch or a from_pretrained path).
+
+
+rule pretrain:
+    input:
+        unpack(pretrain_inputs),
+    output:
+        "data/{scale}/checkpoints/{model}/model.safetensors",
+    wildcard_constraints:
+        model="naive|set|te|sip-d4|sip-d4plus|sip-nd7|sip-d4-long",
+    params:
+        variant=lambda wc: pipeline.MODELS[wc.model].variant,
+        shape=shape_args,
+        init=init_arg,
+        train=train_args,
+        seed=lambda wc: S(wc)["seed"] + SEED_OFFSET,
+        data=lambda wc, input: os.path.dirname(input.data),
+        out=lambda wc, output: os.path.dirname(output[0]),
+    log:
+        "logs/{scale}/pretrain/{model}.log",
+    threads: 1
+    resources:
+        gpu=1,
+        runtime=600,
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli pretrain --variant {params.variant} --data {params.data} {params.init} {params.shape}"
+        " {params.train} --seed {params.seed} --out {params.out} > {log} 2>&1"
