@@ -57,10 +57,24 @@ def test_something_is_learned_at_ci_scale(ci_run):
 
 
 @pytest.mark.slow
-def test_the_comparison_catches_a_broken_model(ci_run):
-    """A test of the test: replace sip-d4's fine-tuning runs by runs on shuffled outputs."""
-    table = pd.read_csv(ci_run / "results" / "ci" / "pretrain.csv")
-    broken = table.copy()
-    broken.loc[broken["model"] == "sip-d4", "value"] = 0.0  # what a model that learned nothing reports
+def test_the_comparison_catches_a_dropped_prefix(ci_run, tmp_path):
+    """A test of the test: SIP-d4 pre-trained with the same settings but without its FST prefix (the
+    Naive variant) must fail the pretrain.csv comparison."""
+    from sip_core.handoff import parse_dry_run
+
+    dry = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--config", "scale=ci", f"mirror={MIRROR}",
+                          "--forcerun", "data/ci/checkpoints/sip-d4/model.safetensors", "--",
+                          "data/ci/checkpoints/sip-d4/model.safetensors"],
+                         cwd=ci_run, capture_output=True, text=True, check=True)
+    (job,) = [j for j in parse_dry_run(dry.stdout) if j["rule"] == "pretrain"]
+    cmd = job["cmd"].split(" > ")[0].replace("--variant sip", "--variant naive").replace(
+        "--out data/ci/checkpoints/sip-d4", f"--out {tmp_path / 'sip-d4'}")
+    subprocess.run(cmd + " --no-progress", shell=True, cwd=ci_run, check=True, capture_output=True)
+    others = [str(p) for p in sorted((ci_run / "data" / "ci" / "checkpoints").iterdir()) if p.name != "sip-d4"]
+    out = tmp_path / "pretrain.csv"
+    subprocess.run([sys.executable, "-m", "sip_core.cli", "table", "--table", "pretrain", "--scale", "ci",
+                    "--checkpoints", *others, str(tmp_path / "sip-d4"), "--out", str(out)],
+                   cwd=ci_run, check=True, capture_output=True)
     tolerance = load_tolerance(REFERENCE / "tolerance.json")
-    assert compare_table(broken, pd.read_csv(REFERENCE / "pretrain.csv"), tolerance)
+    problems = compare_table(pd.read_csv(out), pd.read_csv(REFERENCE / "pretrain.csv"), tolerance)
+    assert any(p.startswith("sip-d4/train/loss_end") for p in problems), problems
