@@ -67,7 +67,8 @@ def test_the_comparison_catches_a_dropped_prefix(ci_run, tmp_path):
                           "data/ci/checkpoints/sip-d4/model.safetensors"],
                          cwd=ci_run, capture_output=True, text=True, check=True)
     (job,) = [j for j in parse_dry_run(dry.stdout) if j["rule"] == "pretrain"]
-    cmd = job["cmd"].split(" > ")[0].replace("--variant sip", "--variant naive").replace(
+    cmd = job["cmd"].split(" > ")[0].replace("python -m", f"{sys.executable} -m", 1).replace(
+        "--variant sip", "--variant naive").replace(
         "--out data/ci/checkpoints/sip-d4", f"--out {tmp_path / 'sip-d4'}")
     subprocess.run(cmd + " --no-progress", shell=True, cwd=ci_run, check=True, capture_output=True)
     others = [str(p) for p in sorted((ci_run / "data" / "ci" / "checkpoints").iterdir()) if p.name != "sip-d4"]
