@@ -22,6 +22,8 @@ include: "workflow/rules/datasets.smk"
 include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/appendix.smk"
 
 
 rule all:

@@ -19,6 +19,7 @@ fi
 i=0
 for args in "$@"; do
   out=/tmp/sweep/$name-$i
+  mkdir -p /tmp/sweep && printf '%s\n%s\n' "${DATA:-data/gpu/pretrain/d4}" "$args" > "$out.args"  # for resume.sh
   python3 -m sip_core.cli pretrain --variant sip --data ${DATA:-data/gpu/pretrain/d4} --out "$out" \
     --max-minutes "$minutes" --no-progress $args > "${OUT:-/tmp}/$name-$i.log" 2>&1 &
   i=$((i + 1))

@@ -19,6 +19,8 @@ AREAS = (
     "sip_core.tasks.commands",    # sip data fetch|g2p|sygus
     "sip_core.train.commands",    # sip pretrain|finetune|evaluate|predict
     "sip_core.report.commands",   # sip table|report
+    "sip_core.analysis.commands", # sip probe train|report, sip data length-bucket
+    "sip_core.analysis.appendix_commands",  # sip prefix distractors|analyse, sip t5 standin|ascii|table
     "sip_core.handoff",           # sip export|handoff-run|import (GPU hand-off, DESIGN §8)
     "sip_core.dvcstages",         # sip dvc-yaml
 )
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = args.func(args)
     except SipError as err:
-        print(f"sip: error: {err}", file=sys.stderr)
+        print("sip: error: " + " ".join(str(err).splitlines()), file=sys.stderr)  # always one line
         return 2
     except KeyboardInterrupt:
         print("sip: interrupted", file=sys.stderr)

@@ -16,12 +16,26 @@ FROZEN_SCALES = ("gpu",)
 CODE_DEPS = ["Snakefile", "workflow/rules", "sip_core"]
 # Snakemake must not rerun a job only because `dvc checkout` gave its inputs new timestamps.
 SNAKEMAKE = "snakemake -j2 --rerun-triggers input params code --config scale={scale} --"
+# The appendix's results (workflow/rules/appendix.smk) and the files each writes besides csv/md/meta.json.
+APPENDIX_TABLES = {"prefix": ("fig9_prefix_similarity.png",), "significance": ("significance.tasks.csv",),
+                   "table8": (), "table9": (), "table10": ()}
 
 
 def _table_models(resolved: dict, table: str) -> list[str]:
     if table == "pretrain":
         return [m for t in resolved["tables"].values() for m in t["models"]]
     if table == "table5":
+        return []
+    if table in pipeline.ANALYSIS_TABLES:
+        return pipeline.ANALYSIS_TABLES[table]["models"]
+    if table == "probe":
+        return [pipeline.PROBE_MODEL]
+    if table == "prefix":
+        return ["sip-d4"]
+    if table == "significance":  # the runs of every table the claims test
+        return [m for t in ("table1", "table2", "table3", "table4", "table6") if t in resolved["tables"]
+                for m in resolved["tables"][t]["models"]]
+    if table in APPENDIX_TABLES:  # Tables 8-10: the T5 checkpoints live apart (data/<scale>/t5/)
         return []
     return resolved["tables"][table]["models"]
 
@@ -48,6 +62,9 @@ def stages(params: dict) -> dict:
                   if t in resolved["tables"] or t in ("table5", "pretrain")]
         if scale in FROZEN_SCALES:
             tables = [t for t in tables if t in ("table1", "table2", "table6", "pretrain")]
+        else:  # the analyses (workflow/rules/analysis.smk)
+            tables += list(pipeline.ANALYSIS_TABLES) + ["probe"]
+            tables += list(APPENDIX_TABLES)
         needed = []
         for table in tables:
             for ckpt in _checkpoints(_table_models(resolved, table)):
@@ -69,6 +86,9 @@ def stages(params: dict) -> dict:
             outs = [f"results/{scale}/{table}.{ext}" for ext in ("csv", "md", "meta.json")]
             if table == "table6":
                 outs.append(f"results/{scale}/fig3_more_states.png")
+            if table == "probe":
+                outs += [f"results/{scale}/fig5_confusion_{split}.png" for split in ("train", "test")]
+            outs += [f"results/{scale}/{extra}" for extra in APPENDIX_TABLES.get(table, ())]
             stage = {
                 "cmd": SNAKEMAKE.format(scale=scale) + f" results/{scale}/{table}.csv",
                 "deps": CODE_DEPS + [f"data/{scale}/checkpoints/{c}"

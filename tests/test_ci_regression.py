@@ -21,7 +21,8 @@ from sip_core.report.regression import compare_dirs, compare_table, load_toleran
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "ci"
 MIRROR = Path(os.environ.get("SIP_DATA_MIRROR", ROOT.parent / "shared" / "data"))
-TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain"]
+TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain",
+          "prefix", "significance", "table8", "table9", "table10", "table11", "probe"]
 IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "logs", ".snakemake", "results", "__pycache__",
                                 ".pytest_cache", ".hypothesis", ".dvc-remote", "handoff", "runs")
 

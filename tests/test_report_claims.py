@@ -97,7 +97,7 @@ def test_thresholds_on_pretrain_and_probe(scale):
     assert status("simulation", results).status == "pass"
     assert status("probe-seq", results).status == "not built"
     pd.DataFrame({"model": ["probe", "heuristic", "probe", "heuristic"], "setting": ["test"] * 4,
-                  "metric": ["seq_acc", "seq_acc", "token_acc", "token_acc"],
+                  "metric": ["acc_seq", "acc_seq", "acc_token", "acc_token"],
                   "value": [93.9, 17.8, 99.3, 68.9]}).to_csv(results / "probe.csv", index=False)
     assert status("probe-seq", results).status == "pass"
     assert status("probe-token", results).status == "pass"

@@ -103,15 +103,21 @@ def test_significance_cli_writes_summary_and_task_scores(tmp_path, capsys):
                  "--pairs", "sip-nd7:sip-d4plus@bimachine-iteration,bimachine-uc", "sip-d4:set@g2p",
                  "--out", str(out)])
     assert code == 0
-    summary = pd.read_csv(out)
-    assert list(summary.columns) == ["pair", "model_a", "model_b", "settings", "metric", "n", "mean_a", "mean_b",
-                                     "mean_diff", "p_value", "alternative", "resamples", "seed"]
-    first = summary.iloc[0]
-    assert first.n == 20 and first.metric == "acc" and first.alternative == "two-sided"
-    assert first.mean_diff == pytest.approx(first.mean_a - first.mean_b)
-    assert first.mean_a == pytest.approx(np.mean([90.0 + i % 3 for i in range(10)]))
-    assert first.p_value < 0.01
-    assert summary.iloc[1].n == 0 and pd.isna(summary.iloc[1].p_value)  # no g2p runs: visible, not dropped
+    tidy = pd.read_csv(out)  # the tables' layout: model = the pair, setting = its settings
+    assert list(tidy.columns) == ["model", "setting", "metric", "value", "n"]
+    cells = tidy.set_index(["model", "metric"])
+    first = "sip-nd7:sip-d4plus@bimachine-iteration,bimachine-uc"
+    assert set(tidy[tidy["model"] == first]["setting"]) == {"bimachine-iteration+bimachine-uc"}
+    assert (cells.loc[(first, "acc_a"), "n"], cells.loc[(first, "acc_b"), "n"]) == (20, 20)
+    assert cells.loc[(first, "acc_diff"), "value"] == pytest.approx(
+        cells.loc[(first, "acc_a"), "value"] - cells.loc[(first, "acc_b"), "value"])
+    assert cells.loc[(first, "acc_a"), "value"] == pytest.approx(np.mean([90.0 + i % 3 for i in range(10)]))
+    assert cells.loc[(first, "p_value"), "value"] < 0.01
+    second = cells.loc[("sip-d4:set@g2p", "p_value")]
+    assert second["n"] == 0 and pd.isna(second["value"])  # no g2p runs: visible, not dropped
+    markdown = (tmp_path / "results" / "significance.md").read_text()
+    assert first in markdown and "p ≈ 0.017" in markdown
+    assert json.loads((tmp_path / "results" / "significance.meta.json").read_text())["resamples"] == 20_000
     tasks = pd.read_csv(tmp_path / "results" / "significance.tasks.csv")
     assert len(tasks) == 20 and set(tasks.columns) == {"pair", "task_id", "score_a", "score_b"}
     assert "n=20" in capsys.readouterr().out
@@ -122,10 +128,12 @@ def test_significance_cli_defaults_include_the_paper_tests(tmp_path):
     out = tmp_path / "significance.csv"
     assert main(["report", "significance", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 0
     pairs = pd.read_csv(out)
-    assert "sip-nd7:sip-d4plus@bimachine-iteration,bimachine-uc" in set(pairs["pair"])
-    assert "sip-d4:set@g2p" in set(pairs["pair"])
-    claim = pairs[pairs["pair"].str.startswith("t2-nd7:")].iloc[0]  # the claims' own test, one-sided
-    assert claim.alternative == "greater" and claim.n == 20
+    assert "sip-nd7:sip-d4plus@bimachine-iteration,bimachine-uc" in set(pairs["model"])
+    assert "sip-d4:set@g2p" in set(pairs["model"])
+    claim = pairs[pairs["model"].str.startswith("t2-nd7:") & (pairs["metric"] == "p_value")].iloc[0]
+    assert claim.n == 20  # the claims' own test, one-sided:
+    assert "| greater |" in next(line for line in (tmp_path / "significance.md").read_text().splitlines()
+                                 if line.startswith("| t2-nd7:"))
 
 
 def test_significance_cli_errors_are_one_line(tmp_path, capsys):

@@ -140,3 +140,33 @@ def test_resume_with_curriculum_and_state_loss_is_exact(states_pool, tmp_path, c
     assert a.keys() == b.keys() and "state_head.weight" in a
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def test_wsd_schedule_decays_over_its_last_steps():
+    from sip_core.train.optim import build_scheduler
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = build_scheduler(opt, "wsd", warmup_steps=2, total_steps=10, cooldown_steps=4)
+    lrs = []
+    for _ in range(10):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    assert lrs[:2] == [0.5, 1.0] and lrs[2:6] == [1.0] * 4       # warmup, then stable up to step 6
+    assert lrs[6] == 1.0 and lrs[7] > lrs[8] > lrs[9] > 0          # cosine from step 6 over 4 steps
+    with pytest.raises(SipError):
+        build_scheduler(opt, "wsd", 0, 10, cooldown_steps=0)
+
+
+def test_constant_run_resumed_into_a_wsd_decay_ends_at_zero_lr(states_pool, tmp_path):
+    """The sweep's recipe: train at constant LR, then resume the same run with a longer budget that ends in
+    a decay. The resumed scheduler must follow the new plan (a saved scheduler state must not cut it off)."""
+    out = tmp_path / "run"
+    first = _pretrain(states_pool, out, "--max-steps", "6", "--lr", "1e-3")
+    assert first.returncode == 0, first.stderr
+    second = _pretrain(states_pool, out, "--max-steps", "12", "--lr", "1e-3", "--schedule", "wsd",
+                       "--cooldown-steps", "4")
+    assert second.returncode == 0, second.stderr
+    import json
+    curve = {r["step"]: r["lr"] for r in json.loads((out / "pretrain_metrics.json").read_text())["curve"]}
+    assert curve[6] == pytest.approx(1e-3) and curve[8] == pytest.approx(1e-3)
+    assert curve[10] < 1e-3 * 0.6 and curve[12] == pytest.approx(0.0, abs=1e-12)

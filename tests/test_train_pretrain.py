@@ -39,6 +39,7 @@ def test_killed_run_resumes_to_identical_weights(pool, tmp_path):
     assert not (tmp_path / "resumed" / "model.safetensors").exists()
     resumed = _pretrain(pool, tmp_path / "resumed")
     assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from step 6" in resumed.stdout  # resumed, not restarted
     a = load_file(tmp_path / "full" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "model.safetensors")
     assert a.keys() == b.keys()

@@ -73,9 +73,8 @@ def predict_main(args) -> int:
     model, device, autocast = _load(args)
     if model.config.prefix_mode == "fst":
         raise SipError("an FST-prefix (pre-training) checkpoint needs an FST per input; predict with a fine-tuned run")
-    lines = sys.stdin.read().splitlines()
-    if not lines:
-        return 0
+    from sip_core.tasks.tsv import read_inputs
+    lines = read_inputs(sys.stdin)  # one input per line; a bad line is a one-line error before any output
     data = DeviceSplit(make_split(lines, [""] * len(lines)), device)
     for pred in predict_split(model, data, args.batch_size, autocast):
         sys.stdout.write(pred + "\n")

@@ -14,6 +14,7 @@ from sip_core.model.config import SIPConfig
 from sip_core.model.sip_model import ByT5LayoutT5, SIPForConditionalGeneration, untie_lm_head
 
 PREFIX_INIT_FILE = "prefix_init.safetensors"
+TUNED_PREFIX_FILE = "prefix.safetensors"  # `sip finetune --save-prefix`
 
 
 def _quiet_transformers() -> None:
@@ -38,18 +39,30 @@ def load_sip(path: str | Path) -> SIPForConditionalGeneration:
     if not is_sip_checkpoint(path):
         raise SipError(f"{path} is not a SIP checkpoint (no config.json with model_type 'sip')")
     _quiet_transformers()
-    return SIPForConditionalGeneration.from_pretrained(path)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise SipError(f"{path} has no model.safetensors (an incomplete or non-Hugging Face checkpoint)")
+    try:
+        return SIPForConditionalGeneration.from_pretrained(path)
+    except Exception as err:  # safetensors, JSON and shape errors all mean: this checkpoint is unusable
+        reason = " ".join(str(err).split())[:200]
+        raise SipError(f"{path}: cannot load the checkpoint ({type(err).__name__}: {reason}); "
+                       "is model.safetensors truncated or corrupt?") from None
 
 
 def load_pretrained_t5(path: str) -> ByT5LayoutT5:
     """A T5/ByT5 checkpoint in the ByT5 layout; a tied head (T5 v1.0) becomes an equivalent untied copy."""
+    _quiet_transformers()
     try:
         t5, info = ByT5LayoutT5.from_pretrained(path, output_loading_info=True, tie_word_embeddings=False)
-    except OSError as err:
-        raise SipError(f"cannot load a pretrained T5 from {path!r}: {err}") from None
-    if t5.config.vocab_size != 384:
+    except (OSError, ValueError) as err:
+        raise SipError(f"cannot load a pretrained T5 from {path!r}: {' '.join(str(err).split())}") from None
+    if t5.config.vocab_size < 384:
         raise SipError(f"{path} has vocabulary size {t5.config.vocab_size}; a byte-level (ByT5) model has 384")
-    if "lm_head.weight" in info.get("missing_keys", []):
+    if t5.config.vocab_size > 384:  # a sentencepiece T5 (T5-Base): the paper's vocabulary surgery
+        from sip_core.model.surgery import byte_vocab_surgery
+        byte_vocab_surgery(t5)
+    elif "lm_head.weight" in info.get("missing_keys", []):
         untie_lm_head(t5, scratch=False, copy_scale=t5.config.d_model ** -0.5)
     t5.config.scale_decoder_outputs = False
     return t5
@@ -109,6 +122,20 @@ def save_prefix_init(out_dir: str | Path, fst_sample: torch.Tensor) -> None:
     from sip_core.io import atomic_path
     with atomic_path(Path(out_dir) / PREFIX_INIT_FILE) as tmp:
         save_file({"fst_sample": fst_sample.to(torch.int32).contiguous()}, str(tmp))
+
+
+def save_tuned_prefix(prefix: torch.Tensor, out_dir: str | Path) -> None:
+    """A fine-tuned prefix (prefix_length, d_model) alone: with a frozen body, checkpoint + prefix = the model."""
+    from sip_core.io import atomic_path
+    with atomic_path(Path(out_dir) / TUNED_PREFIX_FILE) as tmp:
+        save_file({"prefix": prefix.detach().float().cpu().contiguous()}, str(tmp))
+
+
+def load_tuned_prefix(run_dir: str | Path) -> torch.Tensor:
+    f = Path(run_dir) / TUNED_PREFIX_FILE
+    if not f.exists():
+        raise SipError(f"{f} is missing (fine-tune with --freeze-body --save-prefix)")
+    return load_file(str(f))["prefix"]
 
 
 def load_prefix_init(path: str | Path) -> torch.Tensor | None:

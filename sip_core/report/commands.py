@@ -7,7 +7,7 @@ from pathlib import Path
 
 def register(commands, data_commands) -> None:
     table = commands.add_parser("table", help="build results/<scale>/tableN.{csv,md,meta.json}")
-    table.add_argument("--table", required=True, help="table1, table2, table3, table4, table5, table6, table7")
+    table.add_argument("--table", required=True, help="table1, table2, table3, table4, table5, table6, table7, table11")
     table.add_argument("--scale", required=True)
     table.add_argument("--runs", help="runs root: <root>/<model>/<setting>/<task>/metrics.json")
     table.add_argument("--pretrain", nargs="*", default=[], help="Table 5: pre-training examples files")
@@ -33,7 +33,8 @@ def register_report(commands) -> None:
     sig.add_argument("--alternative", default="two-sided", choices=("two-sided", "greater", "less"))
     sig.add_argument("--resamples", type=int, default=20_000)
     sig.add_argument("--seed", type=int, default=0)
-    sig.add_argument("--out", required=True, help="CSV path; per-task scores go to <out stem>.tasks.csv")
+    sig.add_argument("--out", required=True, help="tidy CSV path (+ .md, .meta.json beside it); per-task scores "
+                                                  "go to <out stem>.tasks.csv")
     sig.set_defaults(func=_significance)
     claims = sub.add_parser("claims", help="check the paper's claims -> <results>/claims.md")
     claims.add_argument("results", help="results/<scale>/ with tableN.csv, pretrain.csv, probe.csv")
@@ -46,7 +47,8 @@ def register_report(commands) -> None:
     spread.add_argument("dirs", nargs="+", help="results/<scale>/ directories of runs with different seed offsets")
     spread.add_argument("--tables", nargs="+", required=True, help="table names measured (e.g. table1 pretrain)")
     spread.add_argument("--factor", type=float, default=3.0, help="tolerance = factor × largest seed std")
-    spread.add_argument("--floor", nargs="*", default=["acc=2.0", "ed=0.05", "per=0.01", "len=0"],
+    spread.add_argument("--floor", nargs="*", default=["acc=2.0", "ed=0.05", "per=0.01", "len=0", "sim=0.25",
+                                                       "rank=400", "p=1.0"],
                         metavar="FAMILY=VALUE", help="minimum tolerance per metric family")
     spread.add_argument("--out", required=True)
     spread.set_defaults(func=_spread)
@@ -66,8 +68,9 @@ def _load_runs_dir(path: str):
 
 def _significance(args) -> int:
     from sip_core.errors import SipError
-    from sip_core.io import write_text
+    from sip_core.io import write_json, write_text
     from sip_core.report import claims, significance
+    from sip_core.report.tables import git_commit
 
     if args.resamples < 10_000:
         raise SipError(f"--resamples must be >= 10000 for stable p-values, got {args.resamples}")
@@ -81,7 +84,11 @@ def _significance(args) -> int:
     if not summary["n"].any():
         raise SipError(f"no pair has tasks run for both models under {args.runs}")
     out = Path(args.out)
-    write_text(summary.to_csv(index=False, lineterminator="\n"), out)
+    write_text(significance.tidy(summary).to_csv(index=False, lineterminator="\n"), out)
+    write_text(significance.to_markdown(summary, "Significance tests over tasks"), out.with_suffix(".md"))
+    write_json({"commit": git_commit(), "runs": str(args.runs), "n_runs": int(len(runs)),
+                "resamples": args.resamples, "seed": args.seed,
+                "pairs": summary[["pair", "alternative"]].to_dict("records")}, out.with_suffix(".meta.json"))
     write_text(scores.to_csv(index=False, lineterminator="\n"), out.with_name(out.stem + ".tasks.csv"))
     for row in summary.itertuples():
         numbers = "no paired tasks" if row.n == 0 else f"diff {row.mean_diff:+.2f}, p={row.p_value:.3g}"
@@ -137,14 +144,19 @@ def _table(args) -> int:
     if not args.runs:
         raise SipError(f"{args.table} needs --runs")
     spec = tables.TABLES[args.table]
-    cfg = resolved["tables"].get(args.table) or {}
+    from sip_core.pipeline import ANALYSIS_TABLES
+
+    cfg = resolved["tables"].get(args.table) or ANALYSIS_TABLES.get(args.table) or {}
     models = cfg.get("models") or resolved["tables"]["table1"]["models"]
     if spec.max_task_index is not None and cfg.get("tasks"):
         spec = tables.TableSpec(**{**spec.__dict__, "max_task_index": cfg["tasks"]})
     runs = load_runs(args.runs, models=models)
     frame = tables.aggregate(runs, spec, models)
-    meta = tables.build_meta(runs[runs["model"].isin(models)], args.scale, phash, init)
-    tables.write_table(frame, args.out, args.table, spec.title, meta)
+    in_table = runs["model"].isin(models) & runs["setting"].map(spec.setting_of).notna()  # this table's runs only
+    meta = tables.build_meta(runs[in_table], args.scale, phash, init)
+    from sip_core.report.significance import table_notes
+
+    tables.write_table(frame, args.out, args.table, spec.title, meta, table_notes(runs, args.table))
     if args.figure:
         from sip_core.report.figures import more_states_figure
 

@@ -82,8 +82,29 @@ TABLE11 = {("base", "len-40-70", "acc"): 29.3, ("base", "len-40-70", "ed"): 15.6
            ("sip-d4", "len-90-110", "acc"): 3.4, ("sip-d4", "len-90-110", "ed"): 34.50,
            ("sip-d4-long", "len-90-110", "acc"): 81.5, ("sip-d4-long", "len-90-110", "ed"): 1.09}
 
+# Section 7 and Appendix (probing non-SIP models); the paper's "ByT5" probe is our probe-reinit.
+PROBE = {("probe", "unseen-fsts", "acc_token"): 99.3, ("probe", "unseen-fsts", "acc_seq"): 93.9,
+         ("heuristic", "unseen-fsts", "acc_token"): 68.9, ("heuristic", "unseen-fsts", "acc_seq"): 17.8,
+         ("probe-reinit", "unseen-fsts", "acc_token"): 42.9, ("probe-reinit", "unseen-fsts", "acc_seq"): 8.1,
+         ("probe-random", "unseen-fsts", "acc_token"): 42.5, ("probe-random", "unseen-fsts", "acc_seq"): 7.1,
+         ("probe-transfer", "iteration-test", "acc_right"): 98.6,
+         ("probe-transfer", "iteration-test", "acc_wrong"): 89.8}
+
 # Simulation exact match of the pre-trained SIP-d4 on unseen FSTs ("~98%", Section 4).
 PRETRAIN = {("sip-d4", "dev", "acc"): 98.0}
 
 PAPER = {"table1": TABLE1, "table2": TABLE2, "table3": TABLE3, "table4": TABLE4, "table5": TABLE5,
-         "table6": TABLE6, "table7": TABLE7, "table11": TABLE11, "pretrain": PRETRAIN}
+         "table6": TABLE6, "table7": TABLE7, "table11": TABLE11, "pretrain": PRETRAIN,
+         "probe": PROBE}
+
+# Appendix B.3, T5-Base (Tables 8-10). Table 8's UC cells give mean/median.
+TABLE8 = _rows(("t5-set", "t5-sip-d4"), ("iteration",), ("acc", "ed"), [[26.6, 6.26], [94.5, 0.11]]) | _rows(
+    ("t5-set", "t5-sip-d4"), ("uc",), ("acc", "acc_median", "ed", "ed_median"),
+    [[55.1, 54.6, 1.18, 1.02], [75.4, 99.5, 0.54, 0.01]])
+TABLE9 = _rows(("t5-set", "t5-sip-d4"), ("iteration", "uc"), ("acc", "ed"),
+               [[77.9, 0.73, 81.7, 0.53], [83.3, 0.56, 86.1, 0.37]])
+TABLE10 = _rows(
+    ("t5-set", "t5-sip-d4"), G2P_LANGS + ("avg",), ("acc", "per"),
+    [[47.9, .231, 1.2, .783, 6.7, .458, 3.6, .643, 6.6, .611, 4.9, .612, 2.7, .797, 10.5, .591],
+     [59.1, .154, 4.7, .640, 69.6, .059, 5.9, .566, 22.1, .447, 35.4, .191, 12.5, .509, 29.9, .367]])
+PAPER.update(table8=TABLE8, table9=TABLE9, table10=TABLE10)

@@ -28,6 +28,8 @@ def load_runs(root: str | Path, models: list[str] | None = None, settings: list[
     root = Path(root)
     rows = []
     for path in sorted(root.glob("*/*/*/metrics.json")):
+        if any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue  # an interrupted fine-tune's staging directory (.SETTING.partial), not a finished run
         model = path.parts[-4]
         if models is not None and model not in models:
             continue
@@ -42,7 +44,7 @@ def load_runs(root: str | Path, models: list[str] | None = None, settings: list[
         rows.append({
             "model": model, "setting": setting, "task_id": run["task_id"], "task_index": index,
             "seed": run.get("seed"), "device": run.get("device", "unknown"), "steps": run.get("steps"),
-            "wall_s": run.get("wall_s"), "params_hash": run.get("params_hash"), "commit": run.get("commit"),
+            "wall_s": run.get("wall_s", run.get("wall_seconds")), "params_hash": run.get("params_hash"), "commit": run.get("commit"),
             "n_test": run.get("n_test"), **{m: reported.get(m) for m in METRICS},
         })
     columns = ["model", "setting", "task_id", "task_index", "seed", "device", "steps", "wall_s",

@@ -8,6 +8,7 @@ p = (count + 1) / (R + 1), so a Monte-Carlo p-value is never 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -168,3 +169,57 @@ def significance_table(runs: pd.DataFrame, pairs, resamples: int = RESAMPLES,
     for column in ("mean_a", "mean_b", "mean_diff"):
         summary[column] = summary[column].round(4)
     return summary, pd.concat(tasks, ignore_index=True)
+
+
+# ---- tidy output (results/<scale>/significance.{csv,md,meta.json}) and notes for the tables ---------
+
+# The paper's p-values for its two tests, shown beside ours.
+PAPER_P = {PAPER_PAIRS[0].name: "p ≈ 0.017, n = 20", PAPER_PAIRS[1].name: "p ≈ 4e-4"}
+# Tables whose Markdown carries a paper test (Table 2: Section 5.2; Tables 3 and 7: Section 6.1).
+TABLE_PAIRS = {"table2": PAPER_PAIRS[0], "table3": PAPER_PAIRS[1], "table7": PAPER_PAIRS[1]}
+
+
+def tidy(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per pair and quantity in the tables' layout (model = the pair, setting = its settings):
+    ``<metric>_a``, ``<metric>_b``, ``<metric>_diff`` and ``p_value``; n = tasks compared."""
+    rows = []
+    for r in summary.itertuples():
+        setting = r.settings.replace(",", "+")
+        for metric, value in ((f"{r.metric}_a", r.mean_a), (f"{r.metric}_b", r.mean_b),
+                              (f"{r.metric}_diff", r.mean_diff), ("p_value", r.p_value)):
+            rows.append((r.pair, setting, metric, value, int(r.n)))
+    return pd.DataFrame(rows, columns=["model", "setting", "metric", "value", "n"])
+
+
+def _describe(row) -> str:
+    if row.n == 0:
+        return "not computed: no task has runs of both models"
+    return f"n = {row.n} tasks, mean difference {row.mean_diff:+.2f}, p = {row.p_value:.3g}"
+
+
+def to_markdown(summary: pd.DataFrame, title: str) -> str:
+    lines = [f"# {title}", "",
+             "Paired approximate permutation tests over tasks (each task's score: its mean over seeds; random "
+             "sign flips of the per-task differences; p = (count + 1) / (resamples + 1)).", "",
+             "| pair | alternative | metric | n | mean a | mean b | diff | p | paper |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in summary.itertuples():
+        fmt = (lambda v: "–" if pd.isna(v) else f"{v:.2f}")
+        p = "–" if pd.isna(r.p_value) else f"{r.p_value:.3g}"
+        lines.append(f"| {r.pair} | {r.alternative} | {r.metric} | {r.n} | {fmt(r.mean_a)} | {fmt(r.mean_b)} | "
+                     f"{fmt(r.mean_diff)} | {p} | {PAPER_P.get(r.pair, '–')} |")
+    resamples = sorted(set(summary["resamples"]))
+    lines += ["", f"Resamples: {', '.join(map(str, resamples))}; seed {summary['seed'].iloc[0]}."]
+    return "\n".join(lines) + "\n"
+
+
+def table_notes(runs: pd.DataFrame, table: str, resamples: int = RESAMPLES, seed: int = SEED) -> list[str]:
+    """Markdown lines with the paper's test for ``table`` computed on ``runs`` (all tasks of the setting,
+    also those beyond the ones the table averages), or [] for tables without one."""
+    pair = TABLE_PAIRS.get(table)
+    if pair is None:
+        return []
+    row, _ = compare(runs, pair, resamples, seed)
+    described = _describe(SimpleNamespace(**row))
+    return [f"Significance ({pair.alternative} paired approximate permutation test over tasks, {resamples} "
+            f"resamples): {pair.a} vs {pair.b} on {', '.join(pair.settings)}: {described} "
+            f"(paper: {PAPER_P[pair.name]})."]

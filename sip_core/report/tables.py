@@ -68,6 +68,9 @@ TABLES = {
     "table4": TableSpec("table4", "Few-shot text editing, 5 examples (paper Table 4)",
                         _sygus_group, ("acc", "ed"), average="overall", average_over_runs=True,
                         settings_order=("rev-name", "sur-initial", "fst")),
+    "table11": TableSpec("table11", "Generalisation to longer strings, trained on inputs <= 15 (paper Table 11)",
+                         lambda s: s if s in ("len-40-70", "len-90-110") else None, ("acc", "ed"),
+                         settings_order=("len-40-70", "len-90-110")),
 }
 
 
@@ -157,7 +160,7 @@ def _fmt(metric: str, value) -> str:
 ROW_PER_SETTING = {"table5"}
 
 
-def to_markdown(table: pd.DataFrame, name: str, title: str, meta: dict) -> str:
+def to_markdown(table: pd.DataFrame, name: str, title: str, meta: dict, notes: list[str] | None = None) -> str:
     """The paper's layout: one row per model (or setting), the rest as columns; cells 'ours (paper)'."""
     paper = PAPER.get(name, {})
     if name in ROW_PER_SETTING:  # swap roles: rows are settings, columns metrics
@@ -185,6 +188,8 @@ def to_markdown(table: pd.DataFrame, name: str, title: str, meta: dict) -> str:
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     ns = sorted(set(table["n"].tolist()))
     lines += ["", f"n per cell: {', '.join(map(str, ns))}. `–`: not built at this scale or not in the paper."]
+    for note in notes or ():  # e.g. the paper's significance test on these runs
+        lines += ["", note]
     return "\n".join(lines) + "\n"
 
 
@@ -204,9 +209,10 @@ def build_meta(runs: pd.DataFrame, scale: str, params_hash: str, base_init: str)
             "base_init": base_init, "devices": devices, "runs": int(len(runs)), "wall_s": round(float(wall), 1)}
 
 
-def write_table(table: pd.DataFrame, out_csv: str | Path, name: str, title: str, meta: dict) -> None:
+def write_table(table: pd.DataFrame, out_csv: str | Path, name: str, title: str, meta: dict,
+                notes: list[str] | None = None) -> None:
     """Write tableN.csv, tableN.md and tableN.meta.json side by side (each atomically)."""
     out_csv = Path(out_csv)
     write_text(table.to_csv(index=False, lineterminator="\n"), out_csv)
-    write_text(to_markdown(table, name, title, meta), out_csv.with_suffix(".md"))
+    write_text(to_markdown(table, name, title, meta, notes), out_csv.with_suffix(".md"))
     write_json(meta, out_csv.with_suffix(".meta.json"))

@@ -48,6 +48,14 @@ class DeviceSplit:
     def encoder_lengths(self) -> np.ndarray:
         return self.prefix_lengths + self.input_lengths
 
+    def _upload(self, idx_np: np.ndarray) -> torch.Tensor:
+        # A pageable host→device copy makes the host wait for all queued GPU work; a pinned, non-blocking
+        # one lets the host prepare the next step while the GPU still runs this one.
+        idx = torch.from_numpy(idx_np)
+        if self.device.type != "cuda":
+            return idx
+        return idx.pin_memory().to(self.device, non_blocking=True)
+
     def _round(self, width) -> int:
         m = self.pad_multiple
         return int(-(-int(width) // m) * m)
@@ -70,7 +78,7 @@ class DeviceSplit:
         """
         idx_np = np.asarray(idx, dtype=np.int64)
         if idx_t is None:
-            idx_t = torch.from_numpy(idx_np).to(self.device)
+            idx_t = self._upload(idx_np)
         width = self._round(self.input_lengths[idx_np].max())
         ids, mask = self._gather(self._in_ids, self._in_off[idx_t], self._in_len[idx_t], width, 0)
         out = {"input_ids": ids, "attention_mask": mask.long()}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def _add_shape(p: argparse.ArgumentParser) -> None:
@@ -47,7 +48,11 @@ def register(commands, data_commands) -> None:
     g.add_argument("--epochs", type=float, default=1.0)
     g.add_argument("--max-steps", type=int, default=None, help="optimiser steps (overrides --epochs)")
     g.add_argument("--warmup", type=int, default=0, help="warmup steps")
-    g.add_argument("--schedule", choices=["constant", "linear", "cosine"], default="constant")
+    g.add_argument("--schedule", choices=["constant", "linear", "cosine", "wsd"], default="constant")
+    g.add_argument("--cooldown-steps", type=int, default=0, metavar="N",
+                   help="wsd schedule: cosine decay to 0 over the last N steps")
+    g.add_argument("--cooldown-minutes", type=float, default=0.0, metavar="M",
+                   help="wsd schedule: decay over the last M minutes of --max-minutes (steps fixed from the rate)")
     g.add_argument("--clip", type=float, default=0.0, help="global grad-norm clip (0: none, as the original)")
     g.add_argument("--compile", action="store_true", help="torch.compile the training forward")
     g = p.add_argument_group("training levers (off by default)")
@@ -63,14 +68,18 @@ def register(commands, data_commands) -> None:
     g.add_argument("--eval-max", type=int, default=1000, help="examples per evaluation split (0: all)")
     g.add_argument("--eval-batch-size", type=int, default=128)
     g.add_argument("--max-minutes", type=float, default=None, help="stop (resumably) after this much wall time")
-    g.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints (0: by time only)")
+    g.add_argument("--checkpoint-every", type=int, default=int(os.environ.get("SIP_CHECKPOINT_EVERY") or 0),
+                   help="steps between checkpoints (0: by time only; default $SIP_CHECKPOINT_EVERY, e.g. for "
+                        "preemptible nodes or Snakemake runs, whose rules do not pass it)")
     g.add_argument("--checkpoint-minutes", type=float, default=15.0)
     g.add_argument("--log-every", type=int, default=50)
     _add_runtime(p, "tf32")
+    _add_nproc(p)
     p.set_defaults(func=_pretrain)
 
     p = commands.add_parser("finetune", help="fine-tune a model on tasks (Parquet) or a TSV train/test pair")
-    p.add_argument("--model", required=True, help="SIP checkpoint, a T5/ByT5 path, or 'scratch'")
+    p.add_argument("--model", default=None,
+                   help="SIP checkpoint, a T5/ByT5 path, or 'scratch' (default: the released models/sip-d4)")
     src = p.add_argument_group("data: --tasks FILE [--task-id ID|all], or --train X --test Y")
     src.add_argument("--tasks", help="task examples.parquet (task_id, split train|test, input, output)")
     src.add_argument("--task-id", default="all")
@@ -89,13 +98,20 @@ def register(commands, data_commands) -> None:
     p.add_argument("--prefix-length", type=int, default=50)
     p.add_argument("--eval-last", type=int, default=0, help="evaluate only in the last K epochs (0: every epoch)")
     p.add_argument("--report-last", type=int, default=10, help="reported = mean of the last N evaluations")
-    p.add_argument("--save-model", action="store_true")
+    p.add_argument("--save-model", action="store_true", help="also save the model with --tasks (always with --train)")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="EPOCHS",
+                   help="resumable checkpoint every N epochs (0: by time only)")
+    p.add_argument("--checkpoint-minutes", type=float, default=10.0, help="resumable checkpoint after this much time")
+    p.add_argument("--freeze-body", action="store_true",
+                   help="prefix-only fine-tuning: train the prefix, keep every other parameter fixed")
+    p.add_argument("--save-prefix", action="store_true", help="also write the tuned prefix to <run>/prefix.safetensors")
     p.add_argument("--run-id", default=None)
     p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
     p.add_argument("--scale", default="unknown")
     p.add_argument("--params-hash", default="unknown")
     _add_shape(p)
     _add_runtime(p, "tf32")
+    _add_nproc(p)
     p.set_defaults(func=_finetune)
 
     p = commands.add_parser("evaluate", help="greedy evaluation of a fine-tuned run or checkpoint on tasks")
@@ -117,7 +133,20 @@ def register(commands, data_commands) -> None:
     p.set_defaults(func=_predict)
 
 
+def _add_nproc(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nproc", default=None,
+                   help="data-parallel processes: N, or auto (every visible GPU); starts torchrun itself "
+                        "(default $SIP_NPROC or 1). --batch-size stays the global batch")
+
+
+def _relaunched(args) -> int | None:
+    from sip_core.train.distributed import relaunch
+    return relaunch(args.nproc)
+
+
 def _pretrain(args) -> int:
+    if (code := _relaunched(args)) is not None:
+        return code
     from sip_core.train.pretrain import PretrainOptions, run
     opts = PretrainOptions(
         variant=args.variant, data=args.data, out=args.out, init=args.init, d_model=args.d_model, d_ff=args.d_ff,
@@ -126,7 +155,7 @@ def _pretrain(args) -> int:
         weight_decay=args.weight_decay, adam_beta2=args.adam_beta2, symbol_source=args.symbol_source,
         rel_buckets=args.rel_buckets, rel_max_distance=args.rel_max_distance,
         batch_size=args.batch_size, grad_accum=args.grad_accum, epochs=args.epochs,
-        max_steps=args.max_steps, warmup=args.warmup, schedule=args.schedule, clip=args.clip,
+        max_steps=args.max_steps, warmup=args.warmup, schedule=args.schedule, cooldown_steps=args.cooldown_steps, cooldown_minutes=args.cooldown_minutes, clip=args.clip,
         precision=args.precision, compile=args.compile, seed=args.seed, eval_every=args.eval_every,
         eval_max=args.eval_max, eval_batch_size=args.eval_batch_size, max_minutes=args.max_minutes,
         checkpoint_every=args.checkpoint_every, checkpoint_minutes=args.checkpoint_minutes,
@@ -137,6 +166,8 @@ def _pretrain(args) -> int:
 
 
 def _finetune(args) -> int:
+    if (code := _relaunched(args)) is not None:
+        return code
     from sip_core.train.finetune import main
     return main(args)
 

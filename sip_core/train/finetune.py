@@ -5,9 +5,15 @@ Prefix: ``mean`` (position-wise mean of 32 FST encodings from the checkpoint's p
 (3e-4), global grad-norm clip 1.0; greedy test evaluation every epoch (or in the last K epochs);
 reported = mean of the last 10 evaluations (REFERENCE §4.7). The base model is loaded once per process
 and reset per task, so ``--task-id all`` runs many small fine-tunes without start-up cost.
+
+Outputs are built in a staging directory and appear under ``--out`` only when complete (``rundir``); a killed
+run resumes from its per-task epoch checkpoints. ``--train/--test`` runs save an ordinary Hugging Face
+checkpoint with a model card. Under torchrun the epochs are data-parallel (``distributed``).
 """
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -18,19 +24,37 @@ from sip_core.errors import SipError
 from sip_core.eval.decode import predict_split
 from sip_core.eval.metrics import score
 from sip_core.eval.outputs import reported, write_run
+from sip_core.io import write_text
 from sip_core.model.config import SIPConfig, t5_kwargs
 from sip_core.model.loading import (build_model, is_sip_checkpoint, load_prefix_init, load_sip, mean_prefix,
-                                    save_model, with_prefix_mode)
+                                    save_model, save_tuned_prefix, with_prefix_mode)
 from sip_core.model.sip_model import SIPForConditionalGeneration
-from sip_core.train import runtime
+from sip_core.train import checkpoint as ckpt
+from sip_core.train import distributed, modelcard, runtime
 from sip_core.train.batching import DeviceSplit, random_batches
 from sip_core.train.data import load_task_examples, make_split, read_pairs_any, task_ids_in, task_pairs
+from sip_core.train.rundir import Staging, check_out, sha256
+
+# The released SIP-d4 (issue 8): the default --model once it exists.
+RELEASED_MODEL = Path(__file__).resolve().parents[2] / "models" / "sip-d4"
+# settings that do not change the result (left out of the staging directory's fingerprint)
+_NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
+                 "checkpoint_minutes", "save_model")
 
 
-def finetune_param_groups(model: SIPForConditionalGeneration, lr: float, prefix_lr: float) -> list[dict]:
-    """[{'name': 'prefix', lr: prefix_lr}, {'name': 'body', lr: lr}] (the prefix group may be empty)."""
+def finetune_param_groups(model: SIPForConditionalGeneration, lr: float, prefix_lr: float,
+                          freeze_body: bool = False) -> list[dict]:
+    """[{'name': 'prefix', lr: prefix_lr}, {'name': 'body', lr: lr}] (the prefix group may be empty).
+    ``freeze_body`` (prefix-only fine-tuning, the paper's prefix analysis): the body group is empty and
+    its parameters stop requiring gradients."""
     prefix = [model.prefix] if model.prefix is not None else []
     body = [p for n, p in model.named_parameters() if n != "prefix"]
+    if freeze_body:
+        if not prefix:
+            raise SipError("--freeze-body needs a tunable prefix (--prefix mean|random)")
+        for p in body:
+            p.requires_grad_(False)
+        body = []
     return [{"name": "prefix", "params": prefix, "lr": prefix_lr}, {"name": "body", "params": body, "lr": lr}]
 
 
@@ -38,17 +62,45 @@ def load_base(model_arg: str, args) -> SIPForConditionalGeneration:
     if model_arg == "scratch":
         shape = t5_kwargs(d_model=args.d_model, d_ff=args.d_ff, num_layers=args.layers,
                           num_decoder_layers=args.decoder_layers, num_heads=args.heads, d_kv=args.d_kv,
-                          dropout_rate=args.dropout)
+                          dropout_rate=args.dropout, relative_attention_num_buckets=args.rel_buckets,
+                          relative_attention_max_distance=args.rel_max_distance)
         return SIPForConditionalGeneration(SIPConfig(t5=shape, prefix_mode="none", variant="base"))
     if is_sip_checkpoint(model_arg):
         return load_sip(model_arg)
     path = Path(model_arg)
     if not path.exists() and (model_arg.startswith((".", "/", "~")) or model_arg.count("/") > 1):
         raise SipError(f"--model {model_arg} does not exist")
+    if path.is_dir():
+        check_t5_dir(path)
     if path.exists() or "/" in model_arg:
         shape = t5_kwargs()
         return build_model(model_arg, "none", "base", shape)
     raise SipError(f"--model {model_arg!r} is neither 'scratch', a SIP checkpoint nor a T5 path")
+
+
+def check_t5_dir(path: Path) -> None:
+    """A local --model that is not a SIP checkpoint must at least be a T5-family checkpoint."""
+    import json
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise SipError(f"--model {path} is not a model checkpoint (no config.json)")
+    try:
+        model_type = json.loads(cfg.read_text(encoding="utf-8")).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        raise SipError(f"--model {path}: config.json is not valid JSON") from None
+    if model_type not in ("t5", "mt5", "umt5"):
+        raise SipError(f"--model {path} is not a SIP or T5/ByT5 checkpoint (config.json has model_type "
+                       f"{model_type!r})")
+
+
+def resolve_model(model_arg: str | None) -> str:
+    """--model, defaulting to the released models/sip-d4 (an error naming it while it is absent)."""
+    if model_arg is not None:
+        return model_arg
+    if not (RELEASED_MODEL / "config.json").exists():
+        raise SipError(f"no --model given and the released SIP-d4 ({RELEASED_MODEL}) does not exist yet; "
+                       "pass --model CHECKPOINT")
+    return str(RELEASED_MODEL)
 
 
 def resolve_prefix(requested: str, base: SIPForConditionalGeneration, model_arg: str) -> str:
@@ -65,9 +117,10 @@ def resolve_prefix(requested: str, base: SIPForConditionalGeneration, model_arg:
 class FineTuner:
     """Holds the base model once; ``run`` fine-tunes a fresh copy on one task."""
 
-    def __init__(self, args):
+    def __init__(self, args, dist: distributed.Dist | None = None, device_arg: str | None = None):
         self.args = args
-        self.device = runtime.pick_device(args.device)
+        self.dist = dist or distributed.Dist()
+        self.device = runtime.pick_device(device_arg or args.device)
         runtime.configure_threads(self.device, args.threads)
         self.autocast = runtime.set_precision(args.precision, self.device)
         runtime.seed_everything(args.seed)
@@ -81,7 +134,7 @@ class FineTuner:
             model = with_prefix_mode(base, "none") if base.config.prefix_mode != "none" else base
         else:
             model = base
-        self.model = model.to(self.device)
+        self.model = model.to(device=self.device, dtype=torch.float32)  # fp32 master weights (bf16 releases)
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.commit = runtime.git_commit()
 
@@ -99,57 +152,121 @@ class FineTuner:
         with torch.no_grad():
             self.model.prefix.copy_(init.to(self.model.prefix.device))
 
-    def run(self, task_id: str, train_pairs, test_pairs, out_dir: Path) -> dict:
-        args = self.args
+    def run(self, task_id: str, train_pairs, test_pairs, out_dir: Path, save: bool = False) -> dict:
+        """Fine-tune on one task; outputs to ``out_dir`` (metrics.json last). Resumes from ``out_dir``'s
+        epoch checkpoint if an interrupted run left one."""
+        args, dist = self.args, self.dist
         if not train_pairs:
             raise SipError(f"task {task_id!r} has no training examples")
         if not test_pairs:
             raise SipError(f"task {task_id!r} has no test examples")
         started = time.monotonic()
         self._reset(args.seed)
+        distributed.seed_rank(dist, args.seed)
         model = self.model
+        forward = dist.wrap(model, self.device)
         train = DeviceSplit(make_split(*zip(*train_pairs)), self.device)
         test = DeviceSplit(make_split(*zip(*test_pairs)), self.device)
-        optimizer = torch.optim.Adam([g for g in finetune_param_groups(model, args.lr, args.prefix_lr) if g["params"]])
+        optimizer = torch.optim.Adam([g for g in finetune_param_groups(model, args.lr, args.prefix_lr,
+                                                                       getattr(args, "freeze_body", False))
+                                      if g["params"]])
         evaluations = []
         predictions = None
-        steps = 0
+        steps, start_epoch, seconds_before = 0, 0, 0.0
+        resume_from = ckpt.latest_checkpoint(out_dir)
+        if resume_from is not None:
+            payload, _ = ckpt.load_checkpoint(resume_from)
+            model.load_state_dict(payload["model"])
+            optimizer.load_state_dict(payload["optimizer"])
+            runtime.set_rng_state(payload["rng"][dist.rank])
+            start_epoch, steps, evaluations = payload["epoch"], payload["steps"], payload["evaluations"]
+            seconds_before = payload["seconds"]
+            if dist.is_main:
+                print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from})", flush=True)
         first_eval = args.epochs - args.eval_last if args.eval_last > 0 else 0
-        epochs = range(args.epochs)
-        if not args.no_progress:
+        every = getattr(args, "checkpoint_every", 0) or 0
+        minutes = getattr(args, "checkpoint_minutes", 0) or 0
+        last_save = time.monotonic()
+        epochs = range(start_epoch, args.epochs)
+        if not args.no_progress and dist.is_main:
             from tqdm.auto import tqdm
-            epochs = tqdm(epochs, desc=f"finetune {task_id}", unit="epoch", leave=False, mininterval=1.0)
+            epochs = tqdm(epochs, desc=f"finetune {task_id}", unit="epoch", leave=False, mininterval=1.0,
+                          initial=start_epoch, total=args.epochs)
         for epoch in epochs:
             model.train()
             for idx in random_batches(len(train), args.batch_size, args.seed, epoch):
+                idx, weight = dist.shard(idx, train.label_lengths)
                 batch = train.batch(idx)
                 with self.autocast():
-                    loss = model(**batch).loss
-                loss.backward()
+                    loss = forward(**batch).loss
+                (loss * weight if dist.enabled else loss).backward()
                 if args.clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
             if epoch >= first_eval:
-                predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
-                row = score(predictions, test.split.outputs)
-                evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
+                if dist.is_main:  # the others go on to the next epoch and wait in its first all-reduce
+                    predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
+                    row = score(predictions, test.split.outputs)
+                    evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
+            due = epoch + 1 < args.epochs and ((every and (epoch + 1) % every == 0) or
+                                               (minutes and time.monotonic() - last_save >= minutes * 60))
+            if dist.any(due):
+                rngs = dist.gather(runtime.rng_state())
+                if dist.is_main:
+                    payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rngs,
+                               "epoch": epoch + 1, "steps": steps, "evaluations": evaluations,
+                               "seconds": seconds_before + time.monotonic() - started}
+                    ckpt.save_checkpoint(out_dir, epoch + 1, payload, model.config.to_json_string())
+                dist.barrier()
+                last_save = time.monotonic()
+                _maybe_die_for_test(task_id, epoch + 1)
+        if not dist.is_main:
+            return {}
+        if predictions is None:  # --eval-last beyond the resumed epoch, or no evaluation epoch at all
+            predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
         metrics = {
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
             "task_id": task_id, "seed": args.seed, "scale": args.scale, "prefix": self.prefix_kind,
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
-            "device": runtime.device_name(self.device), "commit": self.commit, "params_hash": args.params_hash,
-            "wall_seconds": round(time.monotonic() - started, 2),
+            "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
+            "commit": self.commit, "params_hash": args.params_hash,
+            "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-                                "prefix_lr": args.prefix_lr, "clip": args.clip, "precision": args.precision},
+                                "prefix_lr": args.prefix_lr, "clip": args.clip, "precision": args.precision,
+                                "freeze_body": bool(getattr(args, "freeze_body", False))},
         }
-        write_run(out_dir, metrics, test.split.inputs, test.split.outputs, predictions)
-        if args.save_model:
+        if save:
             save_model(model, out_dir)
+        if getattr(args, "save_prefix", False) and model.prefix is not None:
+            save_tuned_prefix(model.prefix, out_dir)
+        shutil.rmtree(ckpt.checkpoint_root(out_dir), ignore_errors=True)
+        write_run(out_dir, metrics, test.split.inputs, test.split.outputs, predictions)  # metrics.json last
         return metrics
+
+
+def _maybe_die_for_test(task_id: str, epoch: int) -> None:
+    """Resume tests: $SIP_TEST_KILL_AFTER_EPOCH (``N`` or ``TASK:N``) makes the process die abruptly (like
+    SIGKILL) after the checkpoint of epoch N (of task TASK)."""
+    target = os.environ.get("SIP_TEST_KILL_AFTER_EPOCH")
+    if not target:
+        return
+    task, _, n = target.rpartition(":")
+    if (not task or task == task_id) and epoch >= int(n):
+        os._exit(137)
+
+
+def _settings(args, model_arg: str, data_files: list[str]) -> dict:
+    """What determines the result: the arguments, the data's and the base model's bytes."""
+    settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_SETTINGS}
+    settings["model"] = model_arg
+    settings["data_sha256"] = [sha256(f) for f in data_files]
+    weights = Path(model_arg) / "model.safetensors"
+    settings["model_sha256"] = sha256(weights) if weights.is_file() else None
+    return settings
 
 
 def main(args) -> int:
@@ -160,7 +277,9 @@ def main(args) -> int:
     if args.epochs < 1:
         raise SipError("--epochs must be at least 1")
     args.no_progress = getattr(args, "no_progress", False)
+    args.model = resolve_model(args.model)
     out = Path(args.out)
+    check_out(out)
     jobs = []
     if args.tasks:
         table = load_task_examples(args.tasks)
@@ -171,21 +290,53 @@ def main(args) -> int:
             ids = [args.task_id]
         many = args.task_id == "all"
         for tid in ids:
-            jobs.append((tid, task_pairs(table, tid, "train"), task_pairs(table, tid, "test"),
-                         out / tid if many else out))
+            jobs.append((tid, task_pairs(table, tid, "train"), task_pairs(table, tid, "test"), tid if many else ""))
+            for split, pairs in (("training", jobs[-1][1]), ("test", jobs[-1][2])):
+                if not pairs:  # checked here, before anything is written
+                    raise SipError(f"task {tid!r} has no {split} examples in {args.tasks}")
+        data_files = [args.tasks]
     else:
         tid = args.task_id if args.task_id != "all" else Path(args.train).stem
-        jobs.append((tid, read_pairs_any(args.train, "train"), read_pairs_any(args.test, "test"), out))
-    tuner = FineTuner(args)
-    results = []
-    for tid, train_pairs, test_pairs, task_out in jobs:
-        metrics = tuner.run(tid, train_pairs, test_pairs, task_out)
-        results.append(metrics)
-        rep = metrics["reported"]
-        print(f"finetune {tid}: acc {rep['acc']:.1f}%, ed {rep['ed']:.3f}, per {rep['per']:.3f} "
-              f"(mean of last {rep['n_evaluations']} evals, n_test {metrics['n_test']}, {metrics['wall_seconds']:.1f}s)")
-    if len(results) > 1:
-        acc = np.mean([m["reported"]["acc"] for m in results])
-        ed = np.mean([m["reported"]["ed"] for m in results])
-        print(f"finetune: {len(results)} tasks, mean acc {acc:.1f}%, mean ed {ed:.3f} → {out}")
+        jobs.append((tid, read_pairs_any(args.train, "train"), read_pairs_any(args.test, "test"), ""))
+        data_files = [args.train, args.test]
+    # a --train/--test run is the user's own model: an HF checkpoint directory with a model card
+    own_task = not args.tasks
+    dist, device_arg = distributed.setup(args.device)
+    try:
+        tuner = FineTuner(args, dist, device_arg)  # loading the model is the last check before writing
+        stage = Staging(out, _settings(args, args.model, data_files), main=dist.is_main)
+        dist.barrier()  # the staging directory exists (fresh or resumed) before any rank reads it
+        finished = [stage.done(stage.path / rel) for *_, rel in jobs]
+        results = []
+        for (tid, train_pairs, test_pairs, rel), metrics in zip(jobs, finished):
+            task_out = stage.path / rel
+            if metrics is not None:
+                if dist.is_main:
+                    print(f"finetune {tid}: finished before the interruption")
+            else:
+                metrics = tuner.run(tid, train_pairs, test_pairs, task_out, save=args.save_model or own_task)
+            if not dist.is_main:
+                continue
+            results.append(metrics)
+            rep = metrics["reported"]
+            print(f"finetune {tid}: acc {rep['acc']:.1f}%, ed {rep['ed']:.3f}, per {rep['per']:.3f} (mean of last "
+                  f"{rep['n_evaluations']} evals, n_test {metrics['n_test']}, {metrics['wall_seconds']:.1f}s)")
+        if dist.is_main:
+            if own_task:
+                card = modelcard.render(results[0], modelcard.data_entry(args.train, len(jobs[0][1])),
+                                        modelcard.data_entry(args.test, len(jobs[0][2])),
+                                        modelcard.base_entry(args.model), modelcard.command_line(),
+                                        modelcard.library_versions())
+                write_text(card, stage.path / "README.md")
+            stage.commit()
+            if len(results) > 1:
+                acc = np.mean([m["reported"]["acc"] for m in results])
+                ed = np.mean([m["reported"]["ed"] for m in results])
+                print(f"finetune: {len(results)} tasks, mean acc {acc:.1f}%, mean ed {ed:.3f} → {out}")
+            elif own_task:
+                print(f"finetune: model, model card (README.md) and predictions → {out}")
+    except BaseException:
+        dist.close(wait=False)
+        raise
+    dist.close()
     return 0

@@ -20,10 +20,10 @@ from sip_core.io import write_json, write_text
 from sip_core.model.config import t5_kwargs
 from sip_core.model.loading import build_model, save_model, save_prefix_init
 from sip_core.train import checkpoint as ckpt
-from sip_core.train import runtime
+from sip_core.train import distributed, runtime
 from sip_core.train.batching import DeviceSplit, LengthCurriculum, bucketed_batches, plan_on_device
 from sip_core.train.data import load_pool
-from sip_core.train.optim import build_optimizer, build_scheduler
+from sip_core.train.optim import build_optimizer, build_scheduler, wsd_decay
 
 VARIANT_PREFIX = {"sip": "fst", "te": "te", "naive": "none", "set": "none"}
 EVAL_SPLITS = ("easy_dev", "dev", "test")
@@ -56,6 +56,8 @@ class PretrainOptions:
     max_steps: int | None = None
     warmup: int = 0
     schedule: str = "constant"
+    cooldown_steps: int = 0        # wsd schedule: length of the final decay
+    cooldown_minutes: float = 0.0  # wsd schedule: decay over the last M minutes of --max-minutes instead
     clip: float = 0.0
     precision: str = "tf32"
     compile: bool = False
@@ -92,11 +94,24 @@ class Timer:
         return self.limit is not None and self.elapsed >= self.limit
 
 
-def exact_match(model, data: DeviceSplit, batch_size: int, autocast) -> float:
+# Input-length bands (characters) of the per-length exact match: shows where simulation breaks down.
+LENGTH_BANDS = ((1, 10), (11, 20), (21, 35))
+
+
+def exact_match(model, data: DeviceSplit, batch_size: int, autocast, by_length: bool = False) -> dict:
+    """{"acc": exact match %} and, with ``by_length``, {"acc_len1-10": ...} per input-length band."""
     from sip_core.eval.decode import predict_split
     preds = predict_split(model, data, batch_size, autocast)
     gold = data.split.outputs
-    return 100.0 * sum(p == g for p, g in zip(preds, gold)) / max(1, len(gold))
+    hits = np.array([p == g for p, g in zip(preds, gold)], dtype=bool)
+    result = {"acc": 100.0 * hits.mean() if len(hits) else 0.0}
+    if by_length:
+        lengths = np.array([len(x) for x in data.split.inputs])
+        for lo, hi in LENGTH_BANDS:
+            band = (lengths >= lo) & (lengths <= hi)
+            if band.any():
+                result[f"acc_len{lo}-{hi}"] = round(100.0 * hits[band].mean(), 2)
+    return result
 
 
 def _eval_subset(split, n: int, seed: int):
@@ -113,11 +128,15 @@ def run(opts: PretrainOptions) -> dict:
         raise SipError("--batch-size and --grad-accum must be positive")
     if opts.state_loss < 0 or opts.curriculum_steps < 0:
         raise SipError("--state-loss and --curriculum-steps must be >= 0")
+    if opts.cooldown_minutes and (opts.schedule != "wsd" or not opts.max_minutes or opts.cooldown_steps
+                                  or opts.cooldown_minutes >= opts.max_minutes):
+        raise SipError("--cooldown-minutes needs --schedule wsd, --max-minutes larger than it, and no --cooldown-steps")
     if opts.state_loss > 0 and opts.variant not in ("sip", "naive"):
         raise SipError(f"--state-loss supports the sip and naive variants, not {opts.variant!r}")
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    device = runtime.pick_device(opts.device)
+    dist, device_arg = distributed.setup(opts.device)  # torchrun: this rank's process group and device
+    device = runtime.pick_device(device_arg)
     runtime.configure_threads(device, opts.threads)
     autocast = runtime.set_precision(opts.precision, device)
     prefix_mode = VARIANT_PREFIX[opts.variant]
@@ -160,7 +179,8 @@ def run(opts: PretrainOptions) -> dict:
             raise SipError(f"the pool has state id {top}; the state head predicts {model.config.num_states} states")
     if prefix_mode == "te" and model.config.te_num_tasks < te_tasks:
         raise SipError(f"the TE table has {model.config.te_num_tasks} rows but the pool needs {te_tasks}")
-    model.to(device).train()
+    model.to(device=device, dtype=torch.float32).train()  # fp32 master weights, also from a bf16 checkpoint
+    distributed.seed_rank(dist, opts.seed)
 
     train = DeviceSplit(pool.splits["train"], device, pool.fsts, prefix_mode == "fst", state_labels=opts.state_loss > 0)
     curriculum = None
@@ -181,7 +201,8 @@ def run(opts: PretrainOptions) -> dict:
     micro_per_epoch = math.ceil(len(train) / opts.batch_size)
     steps_per_epoch = max(1, micro_per_epoch // opts.grad_accum)
     total_steps = opts.max_steps if opts.max_steps else max(1, int(round(opts.epochs * steps_per_epoch)))
-    scheduler = build_scheduler(optimizer, opts.schedule, opts.warmup, total_steps)
+    scheduler = build_scheduler(optimizer, opts.schedule, opts.warmup, total_steps, opts.cooldown_steps,
+                                decay_later=bool(opts.cooldown_minutes))
 
     state = {"step": 0, "epoch": 0, "batch_index": 0, "examples": 0, "tokens": 0, "train_seconds": 0.0}
     history = {"curve": [], "evals": []}
@@ -190,32 +211,47 @@ def run(opts: PretrainOptions) -> dict:
         scheduler.load_state_dict(payload["scheduler"])
         state = payload["state"]
         history = payload["history"]
-        runtime.set_rng_state(payload["rng"])
+        runtime.set_rng_state(payload["rng"][dist.rank] if isinstance(payload["rng"], list) else payload["rng"])
+        if dist.is_main:
+            print(f"pretrain {opts.variant}: resuming from step {state['step']} ({resume_from})", flush=True)
+        if state.get("cooldown"):  # a time-budgeted decay that had begun: continue it, same steps
+            wsd_decay(scheduler).update(state["cooldown"])
+            total_steps = state["cooldown"]["start"] + state["cooldown"]["steps"]
 
-    forward = torch.compile(model, dynamic=True) if opts.compile else model
+    forward = dist.wrap(model, device)
+    forward = torch.compile(forward, dynamic=True) if opts.compile else forward
     config_json = model.config.to_json_string()
 
     def evaluate_now():
         row = {"step": state["step"]}
+        if not dist.is_main:  # rank 0 evaluates; the others wait for it in the next all-reduce
+            return row
         for name, data in evals.items():
-            row[f"{name}_acc"] = exact_match(model, data, opts.eval_batch_size, autocast)
+            scores = exact_match(model, data, opts.eval_batch_size, autocast, by_length=name == "dev")
+            row.update({f"{name}_{key}": value for key, value in scores.items()})
         history["evals"].append(row)
         return row
 
     def save_state():
+        rng = dist.gather(runtime.rng_state()) if dist.enabled else runtime.rng_state()  # every rank's stream
+        if not dist.is_main:
+            return
         payload_now = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                       "scheduler": scheduler.state_dict(), "rng": runtime.rng_state(), "state": dict(state),
+                       "scheduler": scheduler.state_dict(), "rng": rng, "state": dict(state),
                        "history": history, "options": asdict(opts)}
         ckpt.save_checkpoint(out, state["step"], payload_now, config_json)
 
     def write_metrics(status: str):
         metrics = {"variant": opts.variant, "status": status, "options": asdict(opts),
-                   "n_params": runtime.count_parameters(model), "device": runtime.device_name(device),
+                   "n_params": runtime.count_parameters(model),
+                   "device": runtime.device_name(device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
                    "commit": runtime.git_commit(), "steps": state["step"], "total_steps": total_steps,
                    "epochs_done": state["step"] / steps_per_epoch, "train_seconds": state["train_seconds"],
                    "examples_per_second": state["examples"] / max(1e-9, state["train_seconds"]),
                    "curve": history["curve"], "evals": history["evals"],
                    "final": history["evals"][-1] if history["evals"] else {}}
+        if not dist.is_main:
+            return metrics
         write_json(metrics, out / "pretrain_metrics.json")
         cols = ["step", "epoch", "loss", "lr", "examples_per_second", "tokens_per_second"]
         if opts.state_loss > 0:
@@ -225,7 +261,7 @@ def run(opts: PretrainOptions) -> dict:
         return metrics
 
     bar = None
-    if opts.progress:
+    if opts.progress and dist.is_main:
         from tqdm.auto import tqdm
         bar = tqdm(total=total_steps, initial=state["step"], desc=f"pretrain {opts.variant}", unit="step", mininterval=2.0)
     loss_sum = torch.zeros((), device=device)
@@ -255,9 +291,14 @@ def run(opts: PretrainOptions) -> dict:
             state["batch_index"] = 0
 
     stream = batch_stream()
+    loop_start_step = state["step"]
     while state["step"] < total_steps:
         idx, idx_t, epoch_pos = next(stream)
-        batch = train.batch(idx, idx_t=idx_t)
+        local, local_t, weight = idx, idx_t, 1.0
+        if dist.enabled:  # this rank's share of the global batch, loss weighted by its share of label tokens
+            local, weight = dist.shard(idx, train.label_lengths)
+            local_t = None
+        batch = train.batch(local, idx_t=local_t)
         state_labels = batch.pop("state_labels", None)
         with autocast():
             outputs = forward(**batch)
@@ -268,14 +309,14 @@ def run(opts: PretrainOptions) -> dict:
                 total_loss = loss + opts.state_loss * s_loss
             else:
                 total_loss = loss
-        (total_loss / opts.grad_accum).backward()
+        (total_loss * weight / opts.grad_accum if dist.enabled else total_loss / opts.grad_accum).backward()
         micro += 1
         n_tok = int(train.encoder_lengths[idx].sum() + train.label_lengths[idx].sum())
         state["examples"] += len(idx)
         state["tokens"] += n_tok
         window_examples += len(idx)
         window_tokens += n_tok
-        loss_sum += loss.detach()
+        loss_sum += loss.detach() * weight if dist.enabled else loss.detach()
         loss_count += 1
         if micro % opts.grad_accum:
             continue
@@ -291,6 +332,9 @@ def run(opts: PretrainOptions) -> dict:
             now = time.monotonic()
             seconds = now - window_start
             state["train_seconds"] += seconds
+            if dist.enabled:  # the global batch's token-mean loss, as one process logs it
+                dist.sum_(loss_sum).div_(dist.world)
+                dist.sum_(state_sums)[0].div_(dist.world)
             mean_loss = float(loss_sum) / max(1, loss_count)
             row = {"step": state["step"], "epoch": round(epoch_pos, 4),
                    "loss": round(mean_loss, 5), "lr": scheduler.get_last_lr()[0],
@@ -322,7 +366,19 @@ def run(opts: PretrainOptions) -> dict:
             window_start += time.monotonic() - t0  # evaluation time is not training time
         due = (opts.checkpoint_every and state["step"] % opts.checkpoint_every == 0) or \
             (opts.checkpoint_minutes and time.monotonic() - last_ckpt >= opts.checkpoint_minutes * 60)
-        if timer.expired():
+        cooling = bool(opts.cooldown_minutes and not state.get("cooldown") and
+                       timer.elapsed >= timer.limit - 60.0 * opts.cooldown_minutes)
+        if dist.enabled:  # decisions from wall clocks, which differ between ranks, are taken together
+            due, cooling = dist.agree(due, cooling)
+        if cooling:
+            # Fix the decay in steps from the rate so far (evaluation time included: errs on ending early).
+            rate = (state["step"] - loop_start_step) / max(timer.elapsed, 1e-9)
+            steps = max(1, int(rate * (timer.limit - timer.elapsed)))
+            steps = dist.gather(steps)[0]  # rank 0's
+            state["cooldown"] = {"start": state["step"], "steps": steps}
+            wsd_decay(scheduler).update(state["cooldown"])
+            total_steps = min(total_steps, state["step"] + steps)
+        if dist.agree(timer.expired())[0]:
             status = "time_limit"
             break
         if due:
@@ -337,6 +393,9 @@ def run(opts: PretrainOptions) -> dict:
     if status != "diverged":
         evaluate_now()
     save_state()
+    if not dist.is_main:  # rank 0 writes the outputs
+        dist.close()
+        return {"status": status}
     save_model(model, out)
     if prefix_mode == "fst":
         save_prefix_init(out, _prefix_sample(pool, opts.prefix_sample, opts.seed))
@@ -346,6 +405,7 @@ def run(opts: PretrainOptions) -> dict:
     print(f"pretrain {opts.variant}: {status} at step {state['step']}/{total_steps}, "
           f"{metrics['examples_per_second']:.0f} ex/s" + (f", exact match {summary}" if summary else "")
           + f" → {out}")
+    dist.close()
     return metrics
 
 

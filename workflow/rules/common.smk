@@ -20,8 +20,10 @@ pipeline.put_interpreter_first_on_path()  # jobs call `python -m sip_core.cli` w
 # Which tables each scale builds by default (the target `all`); the CPU scales build all they can,
 # `gpu` the synthetic tables, `paper` only Table 5 here (the rest is a dry run: see README).
 TABLES_OF_SCALE = {
-    "ci": ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain"],
-    "cpu": ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain"],
+    "ci": ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain", "table11", "probe",
+           "prefix", "significance", "table8", "table9", "table10"],
+    "cpu": ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain",
+            "prefix", "significance", "table8", "table9", "table10"],
     "gpu": ["table1", "table2", "table6", "pretrain"],
     "paper": ["table5"],
 }
@@ -29,7 +31,11 @@ TABLES_OF_SCALE = {
 EXCLUDE_POOLS = ("d4", "d4plus", "d4long")
 SHAPE_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "num_layers": "--layers",
                "num_decoder_layers": "--decoder-layers", "num_heads": "--heads", "d_kv": "--d-kv",
-               "dropout": "--dropout"}
+               "dropout": "--dropout", "rel_buckets": "--rel-buckets", "rel_max_distance": "--rel-max-distance"}
+# Optional pre-training levers of params.pretrain.* (absent: the command's default, i.e. off).
+LEVER_FLAGS = {"max_steps": "--max-steps", "cooldown_steps": "--cooldown-steps", "adam_beta2": "--adam-beta2",
+               "clip": "--clip", "state_loss": "--state-loss", "curriculum_steps": "--curriculum-steps",
+               "curriculum_start": "--curriculum-start"}
 
 
 def S(wildcards):
@@ -48,7 +54,8 @@ def pool_args(wildcards, name=None):
     args = f"--n-train {pool['n_train']} --n-dev {pool['n_dev']} --seed {pool['seed']}"
     if name == "set":
         return args
-    return args + f" --n-test {pool['n_test']} --per-fst {pool['per_fst']}"
+    args += f" --n-test {pool['n_test']} --per-fst {pool['per_fst']}"
+    return f"{args} --with-states" if pool.get("with_states") else args
 
 
 def eval_args(wildcards):
@@ -97,6 +104,9 @@ def train_args(wildcards):
             f" --schedule {hp['schedule']} --precision {hp['precision']}")
     if "table_lr" in hp:
         args += f" --te-lr {hp['table_lr']}"
+    for key, flag in LEVER_FLAGS.items():
+        if key in hp and not (key == "state_loss" and pipeline.MODELS[wildcards.model].variant not in ("sip", "naive")):
+            args += f" {flag} {hp[key]}"
     return args
 
 
@@ -150,3 +160,94 @@ def pretrain_checkpoints(wildcards):
     wanted = {m for t in S(wildcards)["tables"].values() for m in t["models"]}
     return [f"data/{wildcards.scale}/checkpoints/{m}/model.safetensors" for m in models
             if m in wanted or pipeline.checkpoint_model(m) in wanted]
+
+
+# --- analyses (workflow/rules/analysis.smk): probing data, the probe's transfer study, Table 11
+def probe_data_args(wildcards):
+    pr = S(wildcards)["data"]["probe"]
+    return (f"--n-train {pr['n_train']} --n-dev {pr.get('n_dev', 0)} --n-test {pr['n_test']}"
+            f" --per-fst {pr['per_fst']} --seed {pr['seed']}")
+
+
+def length_args(wildcards):
+    ev = S(wildcards)["data"]["eval"]
+    return (f"--tasks {ev['length']['tasks']} --n-train {ev['length']['n_train']} --n-test {ev['length']['n_test']}"
+            f" --seed {ev['seeds']['length']}")
+
+
+def transfer_finetune_args(wildcards):
+    """Fine-tuning of the probed model on the transfer tasks with the arguments of its Table 1 runs."""
+    from types import SimpleNamespace
+
+    return finetune_args(SimpleNamespace(scale=wildcards.scale, model=pipeline.PROBE_MODEL,
+                                         setting=pipeline.PROBE_SETTING))
+
+
+def analysis_table_runs(name):
+    def runs(wildcards):
+        cfg = pipeline.ANALYSIS_TABLES[name]
+        return [f"data/{wildcards.scale}/runs/{m}/{s}" for m in cfg["models"] for s in cfg["settings"]]
+
+    return runs
+
+
+# --- appendix (workflow/rules/appendix.smk): tuned prefixes (Figure 9), significance, T5-Base (Tables 8-10)
+from sip_core.analysis.appendix_settings import T5_TABLE_SETTINGS, appendix_settings
+
+
+def A(wildcards):
+    """Appendix settings of the scale in a rule's wildcards (sip_core/analysis/appendix_settings.py)."""
+    return appendix_settings(wildcards.scale)
+
+
+def prefix_tune_args(wildcards):
+    pr = A(wildcards)["prefix"]
+    ft = S(wildcards)["finetune"]
+    return (f"--epochs {pr['epochs']} --eval-last 1 --report-last 1 --batch-size {pr['batch_size']}"
+            f" --eval-batch-size {ft['synthetic']['test_batch']} --prefix-lr {pr['prefix_lr']}"
+            f" --prefix-length {ft['prefix_length']} --clip {ft['clip']} --seed {ft['seed'] + SEED_OFFSET}"
+            f" --scale {wildcards.scale} --params-hash {params_hash(wildcards)}")
+
+
+def significance_tables(wildcards):
+    """The tables the claims' '*' resolves against (their runs come with them), as far as the scale builds them."""
+    return [f"results/{wildcards.scale}/{t}.csv" for t in ("table1", "table2", "table3", "table4", "table6")
+            if t in TABLES_OF_SCALE[wildcards.scale]]
+
+
+def t5_init_inputs(wildcards):
+    init = A(wildcards)["t5"]["init"]
+    return {"standin": f"data/{wildcards.scale}/t5/standin/config.json"} if init == "standin" else {}
+
+
+def t5_init_arg(wildcards, input):
+    init = A(wildcards)["t5"]["init"]
+    return os.path.dirname(input.standin) if init == "standin" else init
+
+
+def t5_train_args(wildcards):
+    hp = A(wildcards)["t5"]["pretrain"]
+    return (f"--epochs {hp['epochs'][wildcards.model]} --batch-size {hp['batch_size']} --grad-accum {hp['grad_accum']}"
+            f" --lr {hp['lr']} --warmup {hp['warmup']} --schedule {hp['schedule']} --precision {hp['precision']}")
+
+
+def t5_task_file(wildcards):
+    if wildcards.setting == "g2p-ascii":
+        return f"data/{wildcards.scale}/t5/g2p-ascii/examples.parquet"
+    return pipeline.task_file(wildcards.scale, wildcards.setting)
+
+
+def t5_finetune_args(wildcards):
+    """A T5 model is fine-tuned with the arguments of the model whose protocol it mirrors (T5-SIP-d4: SIP-d4)."""
+    from types import SimpleNamespace
+
+    mirror = A(wildcards)["t5"]["models"][wildcards.model]
+    setting = "g2p" if wildcards.setting == "g2p-ascii" else wildcards.setting
+    return finetune_args(SimpleNamespace(scale=wildcards.scale, model=mirror, setting=setting))
+
+
+def t5_table_runs(wildcards):
+    if not A(wildcards)["t5"]["init"]:
+        return []  # no T5 weights at this scale: the table says "not run"
+    return [f"data/{wildcards.scale}/t5/runs/{m}/{s}" for m in A(wildcards)["t5"]["models"]
+            for s in T5_TABLE_SETTINGS[wildcards.table]]

@@ -1,0 +1,176 @@
+"""Data parallelism over torchrun: one process per GPU (or CPU process with gloo), the one-GPU code path.
+
+``torchrun --nproc_per_node N -m sip_core.cli pretrain|finetune ...`` (or ``sip pretrain|finetune --nproc N``,
+which starts that itself) sets RANK/WORLD_SIZE/LOCAL_RANK; without them everything here is a no-op and
+training is exactly the single-process loop.
+
+* ``--batch-size`` stays the *global* batch: every rank builds the same batch plan (it depends only on
+  seed and epoch) and takes every N-th example of each batch (batches are length-sorted, so the shards
+  carry similar token counts). The same command therefore trains the same model on 1 or N devices.
+* Each rank's loss is re-weighted by its share of the batch's label tokens, so DDP's gradient mean equals
+  the gradient of the token mean over the whole global batch, as one process computes it.
+* Rank 0 alone evaluates, logs, writes checkpoints and outputs; every rank resumes from them.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sip_core.errors import SipError
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    control: object = None  # a gloo group for CPU-side agreement: no GPU stream sync per step under NCCL
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, idx: np.ndarray, label_lengths: np.ndarray) -> tuple[np.ndarray, float]:
+        """This rank's part of global batch ``idx`` and its loss weight (1.0 without DDP).
+
+        weight = world × local label tokens / global label tokens; a rank left without examples (a last
+        batch smaller than the world) gets one example at weight 0, since every rank must run backward.
+        """
+        if not self.enabled:
+            return idx, 1.0
+        local = idx[self.rank::self.world]
+        if len(local) == 0:
+            return idx[:1], 0.0
+        total = float(label_lengths[idx].sum())
+        return local, self.world * float(label_lengths[local].sum()) / max(total, 1.0)
+
+    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        """The module to call for training: DDP around ``model`` (which stays the one to save/evaluate)."""
+        if not self.enabled:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+
+    def no_sync(self, wrapped: torch.nn.Module, sync: bool):
+        """Skip the gradient all-reduce on micro-batches that do not end an accumulation window."""
+        if self.enabled and not sync:
+            return wrapped.no_sync()
+        return contextlib.nullcontext()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is true on any (time limits, time-based checkpoints)."""
+        return self.agree(flag)[0]
+
+    def agree(self, *flags: bool) -> tuple[bool, ...]:
+        """Each flag true on every rank if true on any, in one all-reduce (time limit, time-based
+        checkpoint, time-based decay: wall clocks differ between ranks, their decisions must not)."""
+        if not self.enabled:
+            return tuple(bool(f) for f in flags)
+        t = torch.tensor([1.0 if f else 0.0 for f in flags])
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=self.control)
+        return tuple(bool(v > 0) for v in t.tolist())
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """In-place sum over ranks (logged losses and counters)."""
+        if self.enabled:
+            torch.distributed.all_reduce(tensor)
+        return tensor
+
+    def gather(self, obj) -> list:
+        """``obj`` of every rank, in rank order (per-rank RNG states for exact resumption)."""
+        if not self.enabled:
+            return [obj]
+        out = [None] * self.world
+        torch.distributed.all_gather_object(out, obj, group=self.control)
+        return out
+
+    def barrier(self) -> None:
+        if self.enabled:
+            torch.distributed.barrier(group=self.control)
+
+    def close(self, wait: bool = True) -> None:
+        """Leave the process group (``wait=False`` on errors: the other ranks may never arrive)."""
+        if self.enabled and torch.distributed.is_initialized():
+            if wait:
+                torch.distributed.barrier(group=self.control)
+            torch.distributed.destroy_process_group()
+
+
+def setup(device_arg: str = "auto") -> tuple[Dist, str]:
+    """Join the torchrun process group if there is one; return it and the device this rank should use.
+
+    GPUs: NCCL, device cuda:LOCAL_RANK. CPU (``--device cpu`` or no CUDA): gloo, for tests and debugging.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Dist(), device_arg
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = device_arg in ("auto", "cuda") and torch.cuda.is_available()
+    if device_arg.startswith("cuda:"):
+        raise SipError("under torchrun give --device cuda or auto (each rank uses cuda:LOCAL_RANK)")
+    if device_arg.startswith("cuda") and not torch.cuda.is_available():
+        raise SipError(f"--device {device_arg} requested but CUDA is not available")
+    if use_cuda:
+        if local_rank >= torch.cuda.device_count():
+            raise SipError(f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} GPU(s) are visible")
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+    else:
+        device = "cpu"
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world)
+    control = torch.distributed.new_group(backend="gloo") if use_cuda else None  # None: the (gloo) default group
+    return Dist(rank=rank, world=world, local_rank=local_rank, control=control), device
+
+
+def processes(nproc: str | int | None) -> int:
+    """--nproc N | auto (every visible GPU; 1 without CUDA)."""
+    value = str(nproc if nproc is not None else os.environ.get("SIP_NPROC") or 1).strip()
+    if value == "auto":
+        return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+    if not value.isdigit() or int(value) < 1:
+        raise SipError(f"--nproc must be a positive number or 'auto', not {value!r}")
+    return int(value)
+
+
+def relaunch(nproc: str | int | None, argv: list[str] | None = None) -> int | None:
+    """Run this very command under torchrun with ``nproc`` processes, unless that is 1 or we already are
+    a torchrun worker; returns the launcher's exit status, or None to go on in this process. Lets a
+    Snakemake/SLURM job use every GPU of its allocation (``SIP_NPROC=auto``) with an unchanged rule."""
+    import subprocess
+    import sys
+    n = processes(nproc)
+    if n <= 1 or "WORLD_SIZE" in os.environ:
+        return None
+    argv = _without_nproc(list(sys.argv[1:] if argv is None else argv))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
+           "-m", "sip_core.cli", *argv]
+    return subprocess.run(cmd, env={**os.environ, "SIP_NPROC": "1"}).returncode
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    """The command minus --nproc (torchrun's own parser would take it for an abbreviated option)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            out.append(a)
+    return out
+
+
+def seed_rank(dist: Dist, seed: int) -> None:
+    """Different dropout draws per rank (under DDP only: the one-process stream stays as it was)."""
+    if dist.enabled:
+        torch.manual_seed(seed * 1_000_003 + dist.rank)

@@ -1,0 +1,131 @@
+"""Data parallelism: the per-rank loss weighting reproduces the one-process gradient, and two gloo (CPU)
+processes (torchrun, or `--nproc 2`) train like one process with the same global batch."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from sip_core.model import SIPConfig, SIPForConditionalGeneration
+from sip_core.model.config import t5_kwargs
+from sip_core.model.loading import save_model
+from sip_core.train.batching import DeviceSplit
+from sip_core.train.data import make_split
+from sip_core.train.distributed import Dist
+from tests.fixtures.tiny_fsts import write_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = ["--d-model", "32", "--d-ff", "64", "--layers", "1", "--heads", "2", "--d-kv", "16", "--dropout", "0"]
+EXAMPLE = ROOT / "tests" / "data" / "example_task"
+
+
+def _tiny(dropout=0.0):
+    torch.manual_seed(0)
+    return SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16,
+                                                              dropout_rate=dropout), prefix_mode="none"))
+
+
+@pytest.mark.parametrize("world, batch", [(2, 7), (3, 8), (4, 3)])
+def test_shards_partition_the_batch_and_weights_restore_the_token_mean(world, batch):
+    rng = np.random.default_rng(world)
+    words = ["".join(rng.choice(list("abcdef"), size=rng.integers(1, 9))) for _ in range(12)]
+    split = make_split(words, [w[::-1] * int(rng.integers(1, 3)) for w in words])
+    data = DeviceSplit(split, "cpu")
+    idx = rng.permutation(len(words))[:batch]
+    model = _tiny()
+    model(**data.batch(idx)).loss.backward()  # one process: token mean over the whole batch
+    reference = [p.grad.clone() for p in model.parameters()]
+    summed = [torch.zeros_like(g) for g in reference]
+    seen = []
+    for rank in range(world):
+        local, weight = Dist(rank=rank, world=world).shard(idx, data.label_lengths)
+        if weight > 0:
+            seen += local.tolist()
+        model.zero_grad()
+        (model(**data.batch(local)).loss * weight).backward()
+        summed = [s + p.grad for s, p in zip(summed, model.parameters())]
+    assert sorted(seen) == sorted(idx.tolist())
+    for s, r in zip(summed, reference):  # DDP averages over ranks
+        torch.testing.assert_close(s / world, r, rtol=1e-5, atol=1e-6)
+
+
+def _run(args, nproc=None):
+    # gloo over the loopback interface: a host name that resolves to an unreachable address cannot stall it
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] \
+        if nproc else [sys.executable]
+    proc = subprocess.Popen([*launcher, "-m", "sip_core.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its workers
+        out, err = proc.communicate()
+        pytest.fail(f"timed out; stderr tail: {err[-3000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_torchrun_pretraining_matches_one_process(tmp_path):
+    pool = write_pool(tmp_path / "pool", n_train_fsts=10, n_dev_fsts=2, n_test_fsts=2, per_fst=8)
+    args = ["pretrain", "--variant", "sip", "--data", pool, *SHAPE, "--batch-size", "16", "--max-steps", "8",
+            "--lr", "3e-3", "--log-every", "1", "--eval-max", "10", "--no-progress", "--seed", "3", "--device", "cpu",
+            "--checkpoint-every", "4"]
+    one = _run([*args, "--out", tmp_path / "one"])
+    assert one.returncode == 0, one.stderr
+    two = _run([*args, "--out", tmp_path / "two"], nproc=2)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a = json.loads((tmp_path / "one" / "pretrain_metrics.json").read_text())
+    b = json.loads((tmp_path / "two" / "pretrain_metrics.json").read_text())
+    assert b["device"].endswith("x 2 (DDP)") and [r["step"] for r in a["curve"]] == [r["step"] for r in b["curve"]]
+    losses_a, losses_b = np.array([r["loss"] for r in a["curve"]]), np.array([r["loss"] for r in b["curve"]])
+    assert losses_a[-1] < losses_a[0] - 1.0  # it learns, so matching curves mean something
+    np.testing.assert_allclose(losses_b, losses_a, rtol=1e-3)
+    wa, wb = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-3
+    assert "checkpoints" in os.listdir(tmp_path / "two")  # rank 0 wrote the resumable checkpoint
+
+
+def test_nproc_finetuning_matches_one_process(tmp_path):
+    save_model(_tiny(), tmp_path / "base")
+    args = ["finetune", "--model", tmp_path / "base", "--train", EXAMPLE / "train.tsv", "--test", EXAMPLE / "test.tsv",
+            "--epochs", "4", "--batch-size", "8", "--lr", "3e-3", "--no-progress", "--device", "cpu"]
+    one = _run([*args, "--out", tmp_path / "one"])
+    assert one.returncode == 0, one.stderr
+    two = _run([*args, "--out", tmp_path / "two", "--nproc", "2"])  # starts torchrun itself
+    assert two.returncode == 0, two.stderr[-3000:]
+    a = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert a["steps"] == b["steps"] == 4 * 5  # 40 examples / global batch 8, on both
+    for ea, eb in zip(a["epochs"], b["epochs"]):
+        assert ea["ed"] == pytest.approx(eb["ed"], abs=0.05)
+    wa, wb = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-3
+    assert (tmp_path / "two" / "README.md").exists() and not list(tmp_path.glob(".two*"))
+
+
+@pytest.mark.slow
+def test_killed_data_parallel_run_resumes_to_identical_weights(tmp_path):
+    """Every rank's RNG stream is checkpointed: with dropout on, a killed 2-process run resumes exactly."""
+    pool = write_pool(tmp_path / "pool", n_train_fsts=10, n_dev_fsts=2, n_test_fsts=2, per_fst=8)
+    args = ["pretrain", "--variant", "sip", "--data", pool, *SHAPE[:-2], "--dropout", "0.1", "--batch-size", "16",
+            "--max-steps", "8", "--eval-max", "10", "--no-progress", "--seed", "3", "--device", "cpu",
+            "--checkpoint-every", "4", "--nproc", "2"]
+    assert _run([*args, "--out", tmp_path / "full"]).returncode == 0
+    os.environ["SIP_TEST_KILL_AFTER_STEP"] = "4"
+    try:
+        killed = _run([*args, "--out", tmp_path / "resumed"])
+    finally:
+        del os.environ["SIP_TEST_KILL_AFTER_STEP"]
+    assert killed.returncode != 0 and not (tmp_path / "resumed" / "model.safetensors").exists()
+    resumed = _run([*args, "--out", tmp_path / "resumed"])
+    assert resumed.returncode == 0 and "resuming from step 4" in resumed.stdout
+    a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)

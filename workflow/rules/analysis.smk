@@ -1,0 +1,150 @@
+# Analyses: the state probe (paper Section 7, Figure 5) and length generalisation (Table 11).
+# results/{scale}/probe.{csv,md,meta.json} + fig5_confusion_{train,test}.png and results/{scale}/table11.*
+
+
+rule probe_data:
+    input:
+        exclude="data/{scale}/pretrain/d4/fsts.parquet",
+    output:
+        fsts="data/{scale}/eval/probe/fsts.parquet",
+        examples="data/{scale}/eval/probe/examples.parquet",
+    params:
+        args=probe_data_args,
+        out=lambda wc, output: os.path.dirname(output.fsts),
+    log:
+        "logs/{scale}/data/probe.log",
+    threads: config["workers"]
+    resources:
+        mem_mb=4000,
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli data probe {params.args} --exclude {input.exclude} --workers {threads} --quiet"
+        " --out {params.out} > {log} 2>&1"
+
+
+rule probe_train:
+    input:
+        model="data/{scale}/checkpoints/sip-d4/model.safetensors",
+        data="data/{scale}/eval/probe/examples.parquet",
+    output:
+        probe="data/{scale}/probe/probe.safetensors",
+        info="data/{scale}/probe/probing.json",
+    params:
+        init=lambda wc: S(wc)["model"]["init"],
+        model=lambda wc, input: os.path.dirname(input.model),
+        data=lambda wc, input: os.path.dirname(input.data),
+        out=lambda wc, output: os.path.dirname(output.info),
+    log:
+        "logs/{scale}/probe/train.log",
+    threads: 1
+    resources:
+        gpu=1,
+        runtime=60,
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli probe train --model {params.model} --data {params.data} --init {params.init}"
+        " --out {params.out} > {log} 2>&1"
+
+
+# The probed model fine-tuned on the transfer tasks as in Table 1, keeping the weights (--save-model).
+rule probe_finetune:
+    input:
+        model="data/{scale}/checkpoints/sip-d4/model.safetensors",
+        tasks=f"data/{{scale}}/eval/{pipeline.PROBE_SETTING}/examples.parquet",
+    output:
+        directory("data/{scale}/probe/finetuned"),
+    params:
+        args=transfer_finetune_args,
+        model=lambda wc, input: os.path.dirname(input.model),
+    log:
+        "logs/{scale}/probe/finetune.log",
+    threads: 1
+    resources:
+        gpu=1,
+        runtime=600,
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli finetune --model {params.model} --model-name sip-d4 --tasks {input.tasks}"
+        " --task-id all {params.args} --save-model --no-progress --out {output} > {log} 2>&1"
+
+
+rule probe_report:
+    input:
+        info="data/{scale}/probe/probing.json",
+        finetuned="data/{scale}/probe/finetuned",
+        tasks=f"data/{{scale}}/eval/{pipeline.PROBE_SETTING}/examples.parquet",
+    output:
+        csv="results/{scale}/probe.csv",
+        md="results/{scale}/probe.md",
+        meta="results/{scale}/probe.meta.json",
+        train="results/{scale}/fig5_confusion_train.png",
+        test="results/{scale}/fig5_confusion_test.png",
+    params:
+        probe=lambda wc, input: os.path.dirname(input.info),
+        tasks=lambda wc, input: os.path.dirname(input.tasks),
+    log:
+        "logs/{scale}/tables/probe.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli probe report --probe {params.probe} --finetuned {input.finetuned} --tasks {params.tasks}"
+        " --scale {wildcards.scale} --out {output.csv} --figure-train {output.train} --figure-test {output.test}"
+        " > {log} 2>&1"
+
+
+rule length_data:
+    input:
+        exclude=expand("data/{{scale}}/pretrain/{pool}/fsts.parquet", pool=EXCLUDE_POOLS),
+    output:
+        fsts="data/{scale}/eval/length/fsts.parquet",
+        examples="data/{scale}/eval/length/examples.parquet",
+    params:
+        args=length_args,
+        out=lambda wc, output: os.path.dirname(output.fsts),
+    log:
+        "logs/{scale}/data/length.log",
+    threads: config["workers"]
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli data length {params.args} --exclude {input.exclude} --workers {threads} --quiet"
+        " --out {params.out} > {log} 2>&1"
+
+
+# One task file per Table 11 test bucket (setting len-40-70, len-90-110); the generic finetune rule runs them.
+rule length_bucket:
+    input:
+        "data/{scale}/eval/length/examples.parquet",
+    output:
+        "data/{scale}/eval/{setting}/examples.parquet",
+    wildcard_constraints:
+        setting=r"len-\d+-\d+",
+    params:
+        length=lambda wc, input: os.path.dirname(input[0]),
+        out=lambda wc, output: os.path.dirname(output[0]),
+    log:
+        "logs/{scale}/data/{setting}.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli data length-bucket --length {params.length} --bucket {wildcards.setting}"
+        " --out {params.out} > {log} 2>&1"
+
+
+rule table11:
+    input:
+        analysis_table_runs("table11"),
+    output:
+        csv="results/{scale}/table11.csv",
+        md="results/{scale}/table11.md",
+        meta="results/{scale}/table11.meta.json",
+    log:
+        "logs/{scale}/tables/table11.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli table --table table11 --scale {wildcards.scale} --runs data/{wildcards.scale}/runs"
+        " --out {output.csv} > {log} 2>&1"
