@@ -66,39 +66,23 @@ def test_missing_file(capsys, tmp_path, checkpoint):
     _assert_nothing_written(tmp_path)
 
 
-def test_empty_file(capsys, tmp_path, checkpoint):
-    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, b""))
-    _assert_one_line_error(code, err, "train.tsv: empty file")
-    _assert_nothing_written(tmp_path)
+# Each malformed training file: its bytes and what the one-line error must say.
+MALFORMED = {
+    "empty file": (b"", ["train.tsv: empty file"]),
+    "line without a tab": (b"ab\tba\nabba\n", ["train.tsv:2:", "found no tab"]),
+    "line with too many tabs": (b"ab\tba\tx\n", ["train.tsv:1:", "found 2 tabs"]),
+    "header only": (b"input\toutput\n", ["train.tsv: only a header"]),
+    "non-UTF-8 bytes": (b"ab\tba\nca\xfe\tac\n", ["train.tsv:2: not valid UTF-8"]),
+    "line too long for the model": (b"ab\tba\n" + b"a" * 3000 + b"\tb\n",
+                                    ["train.tsv:2: line is 3002 bytes, longer than the limit"]),
+}
 
 
-def test_line_without_tab(capsys, tmp_path, checkpoint):
-    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, b"ab\tba\nabba\n"))
-    _assert_one_line_error(code, err, "train.tsv:2:", "found no tab")
-    _assert_nothing_written(tmp_path)
-
-
-def test_line_with_too_many_tabs(capsys, tmp_path, checkpoint):
-    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, b"ab\tba\tx\n"))
-    _assert_one_line_error(code, err, "train.tsv:1:", "found 2 tabs")
-    _assert_nothing_written(tmp_path)
-
-
-def test_header_only(capsys, tmp_path, checkpoint):
-    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, b"input\toutput\n"))
-    _assert_one_line_error(code, err, "train.tsv: only a header")
-    _assert_nothing_written(tmp_path)
-
-
-def test_non_utf8_bytes(capsys, tmp_path, checkpoint):
-    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, b"ab\tba\nca\xfe\tac\n"))
-    _assert_one_line_error(code, err, "train.tsv:2: not valid UTF-8")
-    _assert_nothing_written(tmp_path)
-
-
-def test_line_too_long_for_the_model(capsys, tmp_path, checkpoint):
-    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, b"ab\tba\n" + b"a" * 3000 + b"\tb\n"))
-    _assert_one_line_error(code, err, "train.tsv:2: line is 3002 bytes, longer than the limit")
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_training_file(capsys, tmp_path, checkpoint, case):
+    content, expected = MALFORMED[case]
+    code, _, err = _finetune(capsys, tmp_path, checkpoint, _train_file(tmp_path, content))
+    _assert_one_line_error(code, err, *expected)
     _assert_nothing_written(tmp_path)
 
 
@@ -164,3 +148,15 @@ def test_predict_bad_input(capsys, tmp_path, checkpoint, monkeypatch, case):
                 "bad_stdin": "<stdin>:2: not valid UTF-8"}[case]
     _assert_one_line_error(code, err, expected)
     assert out == ""  # no outputs for the good lines before the bad one
+
+
+def test_default_model_without_its_dvc_tracked_weights(capsys, tmp_path, monkeypatch):
+    """A fresh clone has models/sip-d4's config and card from git but not the DVC-tracked weights."""
+    released = tmp_path / "models" / "sip-d4"
+    released.mkdir(parents=True)
+    (released / "config.json").write_text("{}")
+    monkeypatch.setattr(finetune, "RELEASED_MODEL", released)
+    code, _, err = _sip(capsys, ["finetune", "--train", EXAMPLE / "train.tsv", "--test", EXAMPLE / "test.tsv",
+                                 "--out", tmp_path / "out"])
+    _assert_one_line_error(code, err, "no --model given", "dvc pull")
+    assert not (tmp_path / "out").exists()

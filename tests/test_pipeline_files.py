@@ -59,3 +59,17 @@ def test_handoff_packs_outputs_into_bounded_parts_and_unpacks_them(tmp_path, mon
     assert len(parts) == 1
     names = tarfile.open(parts[0]).getnames()
     assert sorted(names) == sorted(str(p) for p in run.iterdir())
+
+
+def test_the_local_profile_is_the_one_snakemake_loads_by_itself():
+    """Snakemake applies a workflow profile without being told only from profiles/default beside the
+    Snakefile; its no-mtime rerun triggers are what keeps `dvc checkout` from forcing rebuilds."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "scale=ci", "--", "results/ci/table5.csv"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Using workflow specific profile profiles/default" in proc.stdout + proc.stderr
+    import yaml
+    profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    assert "mtime" not in profile["rerun-triggers"] and profile["rerun-incomplete"] is True

@@ -32,6 +32,7 @@ def _copy_workflow(dest: Path) -> Path:
         shutil.copy2(ROOT / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "workflow", dest / "workflow", ignore=ignore)
+    shutil.copytree(ROOT / "profiles", dest / "profiles", ignore=ignore)
     shutil.copytree(ROOT / "sip_core", dest / "sip_core", ignore=ignore)
     for rel in INPUTS:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -43,9 +44,8 @@ def _snakemake(cwd: Path, *extra, wait=True):
     env = {**os.environ, "SIP_THREADS": "1", "SIP_CHECKPOINT_EVERY": "10",
            "PATH": f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTHONPATH", None)  # the jobs import the copy's sip_core (python -m from the copy's root)
-    # the local profile (rerun-incomplete, no mtime triggers), named: Snakemake looks for a default
-    # workflow profile only in ./profiles/default or beside the Snakefile, not in workflow/profiles/
-    cmd = [str(SNAKEMAKE), "-j1", "--workflow-profile", "workflow/profiles/default", "--config", "scale=ci", *extra,
+    # profiles/default (rerun-incomplete, no mtime triggers) applies by itself: it lies beside the Snakefile
+    cmd = [str(SNAKEMAKE), "-j1", "--config", "scale=ci", *extra,
            "--", TARGET]
     if wait:
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)

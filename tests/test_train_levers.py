@@ -170,3 +170,20 @@ def test_constant_run_resumed_into_a_wsd_decay_ends_at_zero_lr(states_pool, tmp_
     curve = {r["step"]: r["lr"] for r in json.loads((out / "pretrain_metrics.json").read_text())["curve"]}
     assert curve[6] == pytest.approx(1e-3) and curve[8] == pytest.approx(1e-3)
     assert curve[10] < 1e-3 * 0.6 and curve[12] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_rerun_with_other_settings_starts_over_instead_of_resuming(states_pool, tmp_path):
+    """A stale checkpoint of a run with other settings (Snakemake rerunning after a params change) is
+    discarded; the same settings resume."""
+    out = tmp_path / "run"
+    first = _pretrain(states_pool, out, "--max-steps", "6", "--lr", "1e-3")
+    assert first.returncode == 0, first.stderr
+    other = _pretrain(states_pool, out, "--max-steps", "6", "--lr", "2e-3")
+    assert other.returncode == 0, other.stderr
+    assert "settings changed" in other.stdout and "lr: 0.001 -> 0.002" in other.stdout
+    assert "resuming" not in other.stdout
+    import json
+    metrics = json.loads((out / "pretrain_metrics.json").read_text())
+    assert metrics["steps"] == 6 and metrics["curve"][0]["step"] == 2  # a fresh curve, not the old one
+    again = _pretrain(states_pool, out, "--max-steps", "8", "--lr", "2e-3")
+    assert again.returncode == 0 and "resuming from step 6" in again.stdout

@@ -80,3 +80,10 @@ def load_checkpoint(path: Path) -> tuple[dict, dict]:
     payload = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
     config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     return payload, config
+
+
+def discard_checkpoints(out_dir: str | Path) -> None:
+    """Remove every checkpoint of ``out_dir`` (a rerun with other settings starts from scratch)."""
+    root = checkpoint_root(out_dir)
+    if root.exists():
+        shutil.rmtree(root)

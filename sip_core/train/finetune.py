@@ -100,6 +100,9 @@ def resolve_model(model_arg: str | None) -> str:
     if not (RELEASED_MODEL / "config.json").exists():
         raise SipError(f"no --model given and the released SIP-d4 ({RELEASED_MODEL}) does not exist yet; "
                        "pass --model CHECKPOINT")
+    if not (RELEASED_MODEL / "model.safetensors").exists():  # the weights are DVC-tracked, not in git
+        raise SipError(f"no --model given and the released SIP-d4's weights are not here; fetch them with "
+                       f"`dvc pull {RELEASED_MODEL / 'model.safetensors.dvc'}` or pass --model CHECKPOINT")
     return str(RELEASED_MODEL)
 
 

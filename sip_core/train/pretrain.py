@@ -148,6 +148,14 @@ def run(opts: PretrainOptions) -> dict:
         payload, saved_config = ckpt.load_checkpoint(resume_from)
         if payload["options"]["variant"] != opts.variant:
             raise SipError(f"{out} holds a {payload['options']['variant']} run; refusing to resume it as {opts.variant}")
+        changed = _changed_settings(payload["options"], opts)
+        if changed:  # a rerun with new settings (e.g. Snakemake after a params change) must not continue the old run
+            if dist.is_main:
+                print(f"pretrain {opts.variant}: settings changed since the checkpoint in {out} ({changed}); "
+                      "starting over", flush=True)
+                ckpt.discard_checkpoints(out)
+            dist.barrier()
+            resume_from, payload = None, None
 
     runtime.seed_everything(opts.seed)
     pool = load_pool(opts.data, with_fsts=prefix_mode == "fst", num_states=opts.num_states, te=prefix_mode == "te")
@@ -407,6 +415,21 @@ def run(opts: PretrainOptions) -> dict:
           + f" → {out}")
     dist.close()
     return metrics
+
+
+# Options that define what a run trains; a checkpoint is resumed only if they are unchanged. The rest may
+# differ on resume: budgets and schedule length (--max-minutes, --max-steps, --schedule wsd/--cooldown-*:
+# the way a constant-LR run is continued into its decay), evaluation, logging, checkpointing and devices.
+RUN_IDENTITY = ("data", "init", "d_model", "d_ff", "layers", "decoder_layers", "heads", "d_kv", "dropout",
+                "num_states", "lr", "te_lr", "weight_decay", "adam_beta2", "rel_buckets", "rel_max_distance",
+                "symbol_source", "batch_size", "grad_accum", "warmup", "clip", "precision", "seed", "state_loss",
+                "curriculum_steps", "curriculum_start")
+
+
+def _changed_settings(saved: dict, opts: PretrainOptions) -> str:
+    """'key: old -> new, ...' for the identity options that differ ('' if none)."""
+    now = asdict(opts)
+    return ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in RUN_IDENTITY if saved.get(k) != now[k])
 
 
 def _state_loss(model, hidden: torch.Tensor, labels: torch.Tensor):
