@@ -24,14 +24,8 @@ python3 -m sip_core.cli pretrain --variant sip --data "$data" --out "$out" --no-
 cp "$out/pretrain_metrics.json" "${OUT:-/tmp}/$name-$index-resumed.json"
 tail -n 2 "${OUT:-/tmp}/$name-$index-resumed.log"
 if [ -n "${PACK_MODEL:-}" ]; then
-  python3 - "$out" <<'PY'
-import sys, torch
-from safetensors.torch import load_file, save_file
-path = f"{sys.argv[1]}/model.safetensors"
-save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in load_file(path).items()},
-          "/tmp/model-bf16.safetensors", metadata={"format": "pt"})
-PY
-  mkdir -p /tmp/pack && cp "$out/config.json" /tmp/pack/ && mv /tmp/model-bf16.safetensors /tmp/pack/model.safetensors
+  rm -rf /tmp/pack && python3 -c "import sys, torch; from sip_core.model.loading import load_sip, save_model; \
+save_model(load_sip(sys.argv[1]), '/tmp/pack', dtype=torch.bfloat16)" "$out"
   cp "$out"/prefix_init.safetensors /tmp/pack/ 2>/dev/null
   tar -C /tmp/pack -czf - . | split -b 15m - "${OUT:-/tmp}/$name-model.tgz."
   ls -la "${OUT:-/tmp}"

@@ -46,16 +46,21 @@ def build_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: in
         if schedule == "wsd":
             if decay["start"] is None or step < decay["start"]:
                 return 1.0
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - decay["start"]) / max(1, decay["steps"]))))
+            return _cosine((step - decay["start"]) / max(1, decay["steps"]))
         progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
         if schedule == "linear":
             return max(0.0, 1.0 - progress)
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return _cosine(progress)
 
     # The plan hangs on the function, not the scheduler: LambdaLR.load_state_dict replaces the scheduler's
     # attributes with saved copies (which would cut the link to `factor`), but never touches a plain function.
     factor.decay = decay
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _cosine(progress: float) -> float:
+    """Cosine decay factor from 1 (progress 0) to 0 (progress >= 1)."""
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
 def wsd_decay(scheduler) -> dict:

@@ -106,7 +106,7 @@ def exact_match(model, data: DeviceSplit, batch_size: int, autocast, by_length: 
     hits = np.array([p == g for p, g in zip(preds, gold)], dtype=bool)
     result = {"acc": 100.0 * hits.mean() if len(hits) else 0.0}
     if by_length:
-        lengths = np.array([len(x) for x in data.split.inputs])
+        lengths = data.split.input_char_lengths
         for lo, hi in LENGTH_BANDS:
             band = (lengths >= lo) & (lengths <= hi)
             if band.any():
