@@ -8,6 +8,9 @@ min_version("9.0")
 configfile: "params.yaml"
 
 
+report: "workflow/report/workflow.rst"  # `snakemake --report`: tables and figures (README)
+
+
 include: "workflow/rules/common.smk"
 
 

@@ -1,5 +1,5 @@
 """params.yaml: validation against the schema, scale resolution (defaults deep-merged with one
-scale's overrides) and the params hash recorded in every run and table."""
+scale's overrides) and a hash of a scale's settings (per job: sip_core.jobscope)."""
 from __future__ import annotations
 
 import copy
@@ -60,6 +60,7 @@ def resolve(params: dict, scale: str) -> dict:
 
 
 def params_hash(resolved: dict) -> str:
-    """A short stable hash of a scale's effective settings (tables record it; runs must match it)."""
+    """A short stable hash of a scale's whole effective settings. Runs and tables record the hash of only
+    the settings they read (sip_core.jobscope), so that a new or changed key reruns only dependent jobs."""
     blob = json.dumps(resolved, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:12]

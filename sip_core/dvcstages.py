@@ -3,13 +3,18 @@ scale, each running Snakemake (which owns the DAG inside a stage). Checkpoints a
 tables and metrics are `cache: false` outputs committed to git. `gpu` and `paper` stages are frozen:
 they run through the GPU hand-off (README) or on a cluster, never under `dvc repro` here.
 
+Each stage lists only the params.yaml keys its jobs read (sip_core.jobscope), so `dvc repro` after a
+params change reruns only the stages that depend on it. Checkpoints are `persist: true`: DVC does not
+delete them before the stage runs, Snakemake decides (a pre-training settings change is in the job's
+params); tables are deleted and rebuilt from the runs (seconds), so a code change reaches them.
+
 `sip dvc-yaml` rewrites dvc.yaml; a test keeps the committed file equal to what this produces.
 """
 from __future__ import annotations
 
 import yaml
 
-from sip_core import config, pipeline
+from sip_core import config, jobscope, pipeline
 
 REPRO_SCALES = ("ci", "cpu")
 FROZEN_SCALES = ("gpu",)
@@ -27,7 +32,7 @@ def _table_models(resolved: dict, table: str) -> list[str]:
     if table == "table5":
         return []
     if table in pipeline.ANALYSIS_TABLES:
-        return pipeline.ANALYSIS_TABLES[table]["models"]
+        return resolved["analysis"][table]["models"]
     if table == "probe":
         return [pipeline.PROBE_MODEL]
     if table == "prefix":
@@ -76,8 +81,8 @@ def stages(params: dict) -> dict:
                 "cmd": SNAKEMAKE.format(scale=scale) + f" data/{scale}/checkpoints/{ckpt}/model.safetensors",
                 "deps": CODE_DEPS + ([f"data/{scale}/checkpoints/{pipeline.MODELS[ckpt].parent}"]
                                      if pipeline.MODELS[ckpt].parent else []),
-                "params": ["defaults", f"scales.{scale}"],
-                "outs": [f"data/{scale}/checkpoints/{ckpt}"],
+                "params": _params(params, scale, jobscope.pretrain_keys(ckpt)),
+                "outs": [{f"data/{scale}/checkpoints/{ckpt}": {"persist": True}}],
             }
             if frozen:
                 stage["frozen"] = True
@@ -92,14 +97,22 @@ def stages(params: dict) -> dict:
             stage = {
                 "cmd": SNAKEMAKE.format(scale=scale) + f" results/{scale}/{table}.csv",
                 "deps": CODE_DEPS + [f"data/{scale}/checkpoints/{c}"
-                                     for c in _checkpoints(_table_models(resolved, table))],
-                "params": ["defaults", f"scales.{scale}"],
+                                     for c in _checkpoints(_table_models(resolved, table))]
+                + ([f"results/{scale}/{t}.csv" for t in jobscope.SIGNIFICANCE_TABLES if t in tables]
+                   if table == "significance" else []),  # the claims read these tables (a DAG edge for DVC)
+                "params": _params(params, scale, jobscope.table_keys(resolved, table)),
                 "outs": [{path: {"cache": False}} for path in outs],
             }
             if frozen:
                 stage["frozen"] = True
             result[f"{table}-{scale}"] = stage
     return {"stages": result}
+
+
+def _params(params: dict, scale: str, keys: list[str]) -> list[str]:
+    """params.yaml keys of a stage, without those already covered by a listed parent key."""
+    found = jobscope.params_keys(params, scale, keys)
+    return [k for k in found if not any(k.startswith(other + ".") for other in found)]
 
 
 def render(params: dict) -> str:

@@ -157,6 +157,23 @@ def test_stats_table(tmp_path, d4):
     assert v["s4-train", "len_max"] <= 11 and v["s4-test", "len_min"] >= 4
 
 
+def test_stats_table_keeps_the_first_tasks(tmp_path):
+    # The paper's 21-state row covers the first 5 of its 10 bimachine tasks; the expectation is read
+    # from the stored fst_id column, not from the task ids length_stats parses.
+    build_eval("bimachine-iteration", tmp_path / "b", 3, 20, 5, seed=3, draws_per_length=20, progress=False)
+    ex = _read(tmp_path / "b", "examples.parquet").to_pandas()
+    ex["len"] = ex["input"].str.len()
+    for max_tasks, kept in ((2, {0, 1}), (None, {0, 1, 2})):
+        v = length_stats(eval_=[str(tmp_path / "b")], max_tasks=max_tasks).set_index(["setting", "metric"])
+        for split in ("train", "test"):
+            want = ex.loc[ex["fst_id"].isin(kept) & (ex["split"] == split), "len"]
+            per_task = 20 if split == "train" else 5
+            assert v.loc[(f"bimachine-{split}", "len_mean"), "n"] == len(want) == len(kept) * per_task
+            assert v.loc[(f"bimachine-{split}", "len_mean"), "value"] == pytest.approx(want.mean(), abs=1e-4)
+    with pytest.raises(SipError):
+        length_stats(eval_=[str(tmp_path / "b")], max_tasks=0)
+
+
 @pytest.mark.parametrize("argv", [
     ["data", "eval", "--setting", "iteration-s1", "--out", "X"],
     ["data", "eval", "--setting", "uc-s4", "--n-test", "0", "--out", "X"],

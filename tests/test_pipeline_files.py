@@ -63,7 +63,8 @@ def test_handoff_packs_outputs_into_bounded_parts_and_unpacks_them(tmp_path, mon
 
 def test_the_local_profile_is_the_one_snakemake_loads_by_itself():
     """Snakemake applies a workflow profile without being told only from profiles/default beside the
-    Snakefile; its no-mtime rerun triggers are what keeps `dvc checkout` from forcing rebuilds."""
+    Snakefile; its no-mtime rerun triggers and checksum threshold are what keep `dvc checkout` from forcing
+    rebuilds (tests/test_profile_timestamps.py)."""
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--config", "scale=ci", "--", "results/ci/table5.csv"],

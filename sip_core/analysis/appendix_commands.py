@@ -104,9 +104,10 @@ def _ascii(args) -> int:
 
 def _t5_table(args) -> int:
     from sip_core import config
+    from sip_core.jobscope import table_hash
     from sip_core.report.t5_tables import build
 
     params = config.load(args.params) if args.params else config.load()
     resolved = config.resolve(params, args.scale)
-    print(build(args.table, args.scale, resolved, config.params_hash(resolved), args.runs, args.out))
+    print(build(args.table, args.scale, resolved, table_hash(resolved, args.table), args.runs, args.out))
     return 0

@@ -107,6 +107,7 @@ def probe_table(probing: dict, result: dict, scale: str, finetuned: str):
     import pandas as pd
 
     from sip_core import config
+    from sip_core.jobscope import table_hash
     from sip_core.report.tables import build_meta
 
     rows = []
@@ -128,7 +129,7 @@ def probe_table(probing: dict, result: dict, scale: str, finetuned: str):
         m = json.loads(path.read_text())
         runs.append({"device": m.get("device"), "params_hash": m.get("params_hash"), "wall_s": m.get("wall_seconds")})
     resolved = config.resolve(config.load(), scale)
-    meta = build_meta(pd.DataFrame(runs), scale, config.params_hash(resolved), resolved["model"]["init"])
+    meta = build_meta(pd.DataFrame(runs), scale, table_hash(resolved, "probe"), resolved["model"]["init"])
     meta.update({"probed_checkpoint": probing["checkpoint"], "state_head": probing["state_head"],
                  "baseline_init": probing["baseline_init"], "n_classes": probing["n_classes"],
                  "probe_hyperparameters": probing["hyperparameters"], "probe_n_train": probing["n_train"],

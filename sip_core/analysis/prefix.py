@@ -237,6 +237,7 @@ def similarity_figure(details: pd.DataFrame, out: str | Path, title_suffix: str 
 def main(opts) -> int:
     from sip_core import config
     from sip_core.io import write_json, write_text
+    from sip_core.jobscope import table_hash
     from sip_core.report.tables import git_commit
 
     if opts.permutations < 1:
@@ -244,7 +245,7 @@ def main(opts) -> int:
     params = config.load(opts.params) if opts.params else config.load()
     resolved = config.resolve(params, opts.scale)
     table, details, facts = analyse(opts)
-    meta = {"commit": git_commit(), "scale": opts.scale, "params_hash": config.params_hash(resolved),
+    meta = {"commit": git_commit(), "scale": opts.scale, "params_hash": table_hash(resolved, "prefix"),
             "base_init": resolved["model"]["init"], "devices": facts["devices"], "runs": len(details),
             "wall_s": round(facts["wall_s"] + facts["analysis_s"], 1),
             "analysis": {"model": opts.model_name, "checkpoint": str(opts.model), "tuning": facts["tuning"],

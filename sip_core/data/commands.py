@@ -74,6 +74,8 @@ def register(commands, data_commands) -> None:
                    help="pre-training examples (setting 'pretrain', all splits but easy_dev)")
     p.add_argument("--eval", nargs="*", default=[], metavar="EXAMPLES_PARQUET",
                    help="evaluation task examples (iteration settings, incl. bimachine-iteration)")
+    p.add_argument("--max-tasks", type=int, default=None,
+                   help="only tasks 0..N-1 of each setting (the paper's Table 5: 5, also of the 10 bimachine tasks)")
     p.add_argument("--out", help="CSV path (default: print)")
     p.set_defaults(func=_stats)
 
@@ -120,7 +122,7 @@ def _length(args) -> int:
 def _stats(args) -> int:
     from sip_core.data.stats import length_stats
 
-    df = length_stats(pretrain=args.pretrain, eval_=args.eval)
+    df = length_stats(pretrain=args.pretrain, eval_=args.eval, max_tasks=args.max_tasks)
     if args.out:
         from sip_core.io import write_text
 

@@ -117,17 +117,19 @@ def _claims(args) -> int:
 def _table(args) -> int:
     from sip_core import config
     from sip_core.errors import SipError
+    from sip_core.jobscope import table_config, table_hash
     from sip_core.report import tables
     from sip_core.report.runs import load_runs
 
     params = config.load(args.params) if args.params else config.load()
     resolved = config.resolve(params, args.scale)
-    phash = config.params_hash(resolved)
+    phash = table_hash(resolved, args.table)  # only the settings this table is built from
     init = resolved["model"]["init"]
     if args.table == "table5":
         from sip_core.data.stats import length_stats
 
-        frame = length_stats(pretrain=args.pretrain, eval_=args.eval)
+        # the paper's row per setting = its first `tasks` tasks (bimachines: 5 of 10, those of Table 2)
+        frame = length_stats(pretrain=args.pretrain, eval_=args.eval, max_tasks=resolved["data"]["eval"]["tasks"])
         meta = tables.build_meta(frame.iloc[0:0].assign(device=None, params_hash=None, wall_s=None),
                                  args.scale, phash, init)
         tables.write_table(frame, args.out, "table5", "Input lengths of the generated data (paper Table 5)", meta)
@@ -144,9 +146,7 @@ def _table(args) -> int:
     if not args.runs:
         raise SipError(f"{args.table} needs --runs")
     spec = tables.TABLES[args.table]
-    from sip_core.pipeline import ANALYSIS_TABLES
-
-    cfg = resolved["tables"].get(args.table) or ANALYSIS_TABLES.get(args.table) or {}
+    cfg = table_config(resolved, args.table) or {}
     models = cfg.get("models") or resolved["tables"]["table1"]["models"]
     if spec.max_task_index is not None and cfg.get("tasks"):
         spec = tables.TableSpec(**{**spec.__dict__, "max_task_index": cfg["tasks"]})

@@ -2,7 +2,7 @@
 vocabulary surgery, on 4-state FSTs (Table 8, as Table 1), bimachines (Table 9, as Table 2) and g2p with
 ASCII-mapped scripts (Table 10, as Table 7).
 
-Without T5 weights (``t5.init`` null in ``analysis.appendix_settings``: T5-Base cannot be downloaded
+Without T5 weights (``appendix.t5.init`` null in params.yaml: T5-Base cannot be downloaded
 here) each table says so plainly and holds no numbers. ``init: standin`` is a tiny random T5 built
 locally (``sip t5 standin``) that exercises the path end to end at ci scale; its tables say so.
 """
@@ -47,12 +47,10 @@ def build(name: str, scale: str, resolved: dict, params_hash: str, runs_root: st
     """Write ``<name>.csv/.md/.meta.json``; returns a one-line summary."""
     from sip_core.report.runs import load_runs
 
-    from sip_core.analysis.appendix_settings import appendix_settings
-
-    init = appendix_settings(scale)["t5"]["init"]
+    init = resolved["appendix"]["t5"]["init"]
     out = Path(out)
     if not init:
-        reason = "T5 init is null at this scale (sip_core/analysis/appendix_settings.py)"
+        reason = "T5 init is null at this scale (params.yaml: appendix.t5.init)"
         empty = pd.DataFrame(columns=["model", "setting", "metric", "value", "n"])
         write_text(empty.to_csv(index=False, lineterminator="\n"), out)
         write_text(not_run_markdown(name, scale, reason), out.with_suffix(".md"))

@@ -11,6 +11,7 @@ rule probe_data:
     params:
         args=probe_data_args,
         out=lambda wc, output: os.path.dirname(output.fsts),
+        scope=lambda wc: job_hash(wc, ["data.probe", "data.pools.d4"]),  # incl. the excluded pool's settings
     log:
         "logs/{scale}/data/probe.log",
     threads: config["workers"]
@@ -77,11 +78,11 @@ rule probe_report:
         finetuned="data/{scale}/probe/finetuned",
         tasks=f"data/{{scale}}/eval/{pipeline.PROBE_SETTING}/examples.parquet",
     output:
-        csv="results/{scale}/probe.csv",
+        csv=report("results/{scale}/probe.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/probe.md",
         meta="results/{scale}/probe.meta.json",
-        train="results/{scale}/fig5_confusion_train.png",
-        test="results/{scale}/fig5_confusion_test.png",
+        train=report("results/{scale}/fig5_confusion_train.png", caption="../report/figure.rst", category="Figures"),
+        test=report("results/{scale}/fig5_confusion_test.png", caption="../report/figure.rst", category="Figures"),
     params:
         probe=lambda wc, input: os.path.dirname(input.info),
         tasks=lambda wc, input: os.path.dirname(input.tasks),
@@ -104,6 +105,7 @@ rule length_data:
     params:
         args=length_args,
         out=lambda wc, output: os.path.dirname(output.fsts),
+        scope=lambda wc: job_hash(wc, jobscope.data_keys("len-")),  # incl. the excluded pools' settings
     log:
         "logs/{scale}/data/length.log",
     threads: config["workers"]
@@ -138,7 +140,7 @@ rule table11:
     input:
         analysis_table_runs("table11"),
     output:
-        csv="results/{scale}/table11.csv",
+        csv=report("results/{scale}/table11.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/table11.md",
         meta="results/{scale}/table11.meta.json",
     log:

@@ -56,10 +56,10 @@ rule prefix_table:
         tuned="data/{scale}/analysis/prefix/tuned",
         distractors="data/{scale}/analysis/prefix/distractors.parquet",
     output:
-        csv="results/{scale}/prefix.csv",
+        csv=report("results/{scale}/prefix.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/prefix.md",
         meta="results/{scale}/prefix.meta.json",
-        figure="results/{scale}/fig9_prefix_similarity.png",
+        figure=report("results/{scale}/fig9_prefix_similarity.png", caption="../report/figure.rst", category="Figures"),
     params:
         model=lambda wc, input: os.path.dirname(input.model),
         fsts=lambda wc, input: os.path.join(os.path.dirname(input.tasks), "fsts.parquet"),
@@ -84,7 +84,7 @@ rule significance:
     input:
         significance_tables,
     output:
-        csv="results/{scale}/significance.csv",
+        csv=report("results/{scale}/significance.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/significance.md",
         meta="results/{scale}/significance.meta.json",
         tasks="results/{scale}/significance.tasks.csv",
@@ -189,7 +189,7 @@ rule t5_table:
     input:
         t5_table_runs,
     output:
-        csv="results/{scale}/{table}.csv",
+        csv=report("results/{scale}/{table}.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/{table}.md",
         meta="results/{scale}/{table}.meta.json",
     wildcard_constraints:

@@ -6,7 +6,7 @@ import sys
 sys.path.insert(0, workflow.basedir)  # sip_core importable from a checkout without installation
 
 from sip_core import config as sip_config
-from sip_core import pipeline
+from sip_core import jobscope, pipeline
 
 sip_config.validate(config)  # params.yaml plus any --config overrides
 PARAMS = config
@@ -28,7 +28,7 @@ TABLES_OF_SCALE = {
     "paper": ["table5"],
 }
 # Evaluation FSTs must not be isomorphic to any training FST of these pre-training pools.
-EXCLUDE_POOLS = ("d4", "d4plus", "d4long")
+EXCLUDE_POOLS = jobscope.EXCLUDE_POOLS
 SHAPE_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "num_layers": "--layers",
                "num_decoder_layers": "--decoder-layers", "num_heads": "--heads", "d_kv": "--d-kv",
                "dropout": "--dropout", "rel_buckets": "--rel-buckets", "rel_max_distance": "--rel-max-distance"}
@@ -43,8 +43,11 @@ def S(wildcards):
     return sip_config.resolve(PARAMS, wildcards.scale)
 
 
-def params_hash(wildcards):
-    return sip_config.params_hash(S(wildcards))
+def job_hash(wildcards, keys):
+    """A job's params hash: only the settings it reads (sip_core/jobscope.py). It is among the rule's params,
+    so changing one setting reruns exactly the jobs that depend on it, and a retrained checkpoint reruns
+    the fine-tuning on it even where its new timestamp is no trigger."""
+    return jobscope.settings_hash(S(wildcards), keys)
 
 
 # --- datasets
@@ -127,15 +130,16 @@ def model_arg(wildcards, input):
     return f"--model {os.path.dirname(input.model)}"
 
 
-def finetune_args(wildcards):
+def finetune_args(wildcards, phash=None):
     ft = S(wildcards)["finetune"]
+    phash = phash or job_hash(wildcards, jobscope.finetune_keys(S(wildcards), wildcards.model, wildcards.setting))
     fam = ft[pipeline.family(wildcards.setting)]
     spec = pipeline.MODELS[wildcards.model]
     return (f"--prefix {spec.prefix} --epochs {fam['epochs']} --eval-last {fam['eval_last']}"
             f" --report-last {fam['report_last']} --batch-size {pipeline.by_model(fam['batch'], wildcards.model)}"
             f" --eval-batch-size {fam['test_batch']} --lr {pipeline.by_model(fam['lr'], wildcards.model)}"
             f" --prefix-lr {ft['prefix_lr']} --prefix-length {ft['prefix_length']} --clip {ft['clip']}"
-            f" --seed {ft['seed'] + SEED_OFFSET} --scale {wildcards.scale} --params-hash {params_hash(wildcards)}")
+            f" --seed {ft['seed'] + SEED_OFFSET} --scale {wildcards.scale} --params-hash {phash}")
 
 
 # --- tables
@@ -185,19 +189,19 @@ def transfer_finetune_args(wildcards):
 
 def analysis_table_runs(name):
     def runs(wildcards):
-        cfg = pipeline.ANALYSIS_TABLES[name]
+        cfg = S(wildcards)["analysis"][name]
         return [f"data/{wildcards.scale}/runs/{m}/{s}" for m in cfg["models"] for s in cfg["settings"]]
 
     return runs
 
 
 # --- appendix (workflow/rules/appendix.smk): tuned prefixes (Figure 9), significance, T5-Base (Tables 8-10)
-from sip_core.analysis.appendix_settings import T5_TABLE_SETTINGS, appendix_settings
+T5_TABLE_SETTINGS = jobscope.T5_TABLE_SETTINGS
 
 
 def A(wildcards):
-    """Appendix settings of the scale in a rule's wildcards (sip_core/analysis/appendix_settings.py)."""
-    return appendix_settings(wildcards.scale)
+    """Appendix settings of the scale in a rule's wildcards (params.yaml `appendix`)."""
+    return S(wildcards)["appendix"]
 
 
 def prefix_tune_args(wildcards):
@@ -206,7 +210,7 @@ def prefix_tune_args(wildcards):
     return (f"--epochs {pr['epochs']} --eval-last 1 --report-last 1 --batch-size {pr['batch_size']}"
             f" --eval-batch-size {ft['synthetic']['test_batch']} --prefix-lr {pr['prefix_lr']}"
             f" --prefix-length {ft['prefix_length']} --clip {ft['clip']} --seed {ft['seed'] + SEED_OFFSET}"
-            f" --scale {wildcards.scale} --params-hash {params_hash(wildcards)}")
+            f" --scale {wildcards.scale} --params-hash {job_hash(wildcards, jobscope.prefix_tune_keys())}")
 
 
 def significance_tables(wildcards):
@@ -214,8 +218,7 @@ def significance_tables(wildcards):
     Every table whose runs a test reads must be here: the report reads data/<scale>/runs, so a run that is
     not an input would enter the report or not depending on the order jobs happen to run in."""
     return [f"results/{wildcards.scale}/{t}.csv"
-            for t in ("table1", "table2", "table3", "table4", "table6", "table7", "table11")
-            if t in TABLES_OF_SCALE[wildcards.scale]]
+            for t in jobscope.SIGNIFICANCE_TABLES if t in TABLES_OF_SCALE[wildcards.scale]]
 
 
 def t5_init_inputs(wildcards):
@@ -246,7 +249,8 @@ def t5_finetune_args(wildcards):
 
     mirror = A(wildcards)["t5"]["models"][wildcards.model]
     setting = "g2p" if wildcards.setting == "g2p-ascii" else wildcards.setting
-    return finetune_args(SimpleNamespace(scale=wildcards.scale, model=mirror, setting=setting))
+    keys = jobscope.t5_finetune_keys(S(wildcards), wildcards.model, wildcards.setting)
+    return finetune_args(SimpleNamespace(scale=wildcards.scale, model=mirror, setting=setting), job_hash(wildcards, keys))
 
 
 def t5_table_runs(wildcards):

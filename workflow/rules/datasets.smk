@@ -45,6 +45,7 @@ rule eval_tasks:
     params:
         args=eval_args,
         out=lambda wc, output: os.path.dirname(output[0]),
+        scope=lambda wc: job_hash(wc, jobscope.data_keys(wc.setting)),  # incl. the excluded pools' settings
     log:
         "logs/{scale}/data/eval-{setting}.log",
     threads: config["workers"]

@@ -18,6 +18,7 @@ rule pretrain:
         seed=lambda wc: S(wc)["seed"] + SEED_OFFSET,
         data=lambda wc, input: os.path.dirname(input.data),
         out=lambda wc, output: os.path.dirname(output[0]),
+        scope=lambda wc: job_hash(wc, jobscope.pretrain_keys(wc.model)),  # incl. its pool's and parent's settings
     log:
         "logs/{scale}/pretrain/{model}.log",
     threads: 1

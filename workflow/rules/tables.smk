@@ -7,7 +7,7 @@ rule table:
     input:
         table_runs(None),
     output:
-        csv="results/{scale}/{table}.csv",
+        csv=report("results/{scale}/{table}.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/{table}.md",
         meta="results/{scale}/{table}.meta.json",
     wildcard_constraints:
@@ -25,10 +25,10 @@ rule table6:
     input:
         table_runs("table6"),
     output:
-        csv="results/{scale}/table6.csv",
+        csv=report("results/{scale}/table6.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/table6.md",
         meta="results/{scale}/table6.meta.json",
-        figure="results/{scale}/fig3_more_states.png",
+        figure=report("results/{scale}/fig3_more_states.png", caption="../report/figure.rst", category="Figures"),
     log:
         "logs/{scale}/tables/table6.log",
     conda:
@@ -43,7 +43,7 @@ rule table5:
         pretrain="data/{scale}/pretrain/d4/examples.parquet",
         eval=table5_eval,
     output:
-        csv="results/{scale}/table5.csv",
+        csv=report("results/{scale}/table5.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/table5.md",
         meta="results/{scale}/table5.meta.json",
     log:
@@ -76,7 +76,7 @@ rule pretrain_table:
     input:
         pretrain_checkpoints,
     output:
-        csv="results/{scale}/pretrain.csv",
+        csv=report("results/{scale}/pretrain.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/pretrain.md",
         meta="results/{scale}/pretrain.meta.json",
     params:

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Fine-tuning variants side by side on one GPU: every variant × task runs as its own process, all at once,
+# with the gpu scale's Table 1 fine-tuning flags (`snakemake -n -p --config scale=gpu`) as the common base.
+# Returns every run's metrics.json (with the per-epoch test curve) as one archive in $OUT.
+# Usage (GPU host, repo root; data/gpu/eval/<setting> and data/gpu/checkpoints/sip-d4 carried):
+#   SETTINGS="iteration-s4 uc-s4" TASKS=2 EPOCHS=10 bash experiments/finetune_sweep.sh \
+#     "name|extra finetune flags" ...
+# A variant's flags come after the common ones, so they override them (e.g. "plr0.1|--prefix-lr 0.1").
+# Named models: "base" in a variant's name selects the randomly initialised same-shape model.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=1
+settings=${SETTINGS:-iteration-s4 uc-s4}; tasks=${TASKS:-2}; epochs=${EPOCHS:-20}
+common="--epochs $epochs --eval-last ${EVAL_LAST:-10} --report-last 10 --eval-batch-size 64 --prefix-lr 1.0 --prefix-length 50 --clip 1.0 --seed 762354 --no-progress"
+base="--model scratch --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4 --heads 4 --d-kv 64 --dropout 0.0 --rel-buckets 128 --rel-max-distance 256 --model-name base --prefix none --batch-size 48 --lr 0.0005"
+sip="--model ${SIP_MODEL:-data/gpu/checkpoints/sip-d4} --model-name sip-d4 --prefix mean --batch-size 32 --lr 0.0003"
+work=/tmp/sweep
+mkdir -p $work "${OUT:-/tmp}"
+pids=()
+for variant in "$@"; do
+  name=${variant%%|*}; extra=${variant#*|}
+  model=$sip; [[ $name == base* ]] && model=$base
+  for setting in $settings; do
+    for ((t = 0; t < tasks; t++)); do
+      run=$name--$setting-$t
+      python3 -m sip_core.cli finetune $model $common $extra --tasks data/gpu/eval/$setting/examples.parquet \
+        --task-id $setting-$t --out $work/$run > $work/$run.log 2>&1 &
+      pids+=($!)
+    done
+  done
+done
+# LIMIT_S: stop unfinished runs after that many seconds, so that what finished still comes back
+if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; kill "${pids[@]}" 2>/dev/null) & watchdog=$!; fi
+wait "${pids[@]}"
+[[ -n ${watchdog:-} ]] && kill $watchdog 2>/dev/null
+tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='*.safetensors' --exclude='checkpoints' .
+python3 - "$work" <<'PY'
+import json, pathlib, sys
+for m in sorted(pathlib.Path(sys.argv[1]).glob("*/metrics.json")):
+    d = json.loads(m.read_text())
+    curve = " ".join(f"{e['acc']:.0f}" for e in d["epochs"])
+    print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}  curve {curve}  {d['wall_seconds']:.0f}s")
+PY
+for f in $work/*.log; do grep -l -i "error\|traceback" "$f" >/dev/null && { echo "== $f"; tail -c 600 "$f"; }; done
+exit 0
