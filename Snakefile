@@ -32,3 +32,4 @@ include: "workflow/rules/appendix.smk"
 rule all:
     input:
         [f"results/{SCALE}/{name}.csv" for name in TABLES_OF_SCALE[SCALE]],
+        f"results/{SCALE}/claims.md",

@@ -14,6 +14,7 @@ common="--epochs $epochs --eval-last ${EVAL_LAST:-10} --report-last 10 --eval-ba
 base="--model scratch --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4 --heads 4 --d-kv 64 --dropout 0.0 --rel-buckets 128 --rel-max-distance 256 --model-name base --prefix none --batch-size 48 --lr 0.0005"
 sip="--model ${SIP_MODEL:-data/gpu/checkpoints/sip-d4} --model-name sip-d4 --prefix mean --batch-size 32 --lr 0.0003"
 work=/tmp/sweep
+rm -rf $work  # a warm host keeps /tmp: never mix an earlier sweep's runs into this archive
 mkdir -p $work "${OUT:-/tmp}"
 pids=()
 for variant in "$@"; do

@@ -51,7 +51,7 @@ def prefix_lengths(model: SIPForConditionalGeneration, data: DeviceSplit) -> np.
     mode = model.config.prefix_mode
     if mode == "fst":
         return data.prefix_lengths
-    if mode in ("tuned", "te"):
+    if mode in ("tuned", "soft", "te"):
         return np.full(len(data), model.config.prefix_length, np.int64)
     return np.zeros(len(data), np.int64)
 

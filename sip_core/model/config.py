@@ -6,7 +6,7 @@ from transformers import PretrainedConfig
 from sip_core.fst import vocab
 from sip_core.model import tokenizer
 
-PREFIX_MODES = ("fst", "tuned", "te", "none")
+PREFIX_MODES = ("fst", "tuned", "soft", "te", "none")
 
 # ByT5-small's shape (REFERENCE §4.1); scratch runs override the sizes from the command line.
 BYT5_SMALL_SHAPE = dict(d_model=1472, d_ff=3584, num_layers=12, num_decoder_layers=4, num_heads=6, d_kv=64)
@@ -29,7 +29,9 @@ class SIPConfig(PretrainedConfig):
     """A ByT5-layout T5 with an optional prefix before the input bytes.
 
     prefix_mode: ``fst`` (one vector per FST transition, pre-training), ``tuned`` (``prefix_length`` free
-    vectors, fine-tuning), ``te`` (a task-embedding table, the TE baseline's pre-training), ``none``.
+    vectors, fine-tuning), ``soft`` (``prefix_length`` soft transitions read through the pre-trained FST
+    encoder, a fine-tuning lever: docs/EXPERIMENTS.md), ``te`` (a task-embedding table, the TE baseline's
+    pre-training), ``none``.
     """
 
     model_type = "sip"

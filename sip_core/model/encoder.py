@@ -69,6 +69,58 @@ class TransitionEncoder(nn.Module):
         return self.project(torch.cat(parts, dim=-1)), fst[..., FINAL] != 0
 
 
+    def forward_soft(self, soft: "SoftTransitions", byte_embedding: nn.Embedding | None = None) -> torch.Tensor:
+        """(L, d_model): each slot's *expected* transition encoding under its label distributions. The
+        projection is linear, so this is the encoding of a mixture of transitions: the prefix stays in the
+        span the body was pre-trained on, whatever the fine-tuning gradient does."""
+        probs = soft.probabilities()
+        table = self.symbols(torch.arange(probs["ilabel"].shape[-1], device=probs["ilabel"].device), byte_embedding)
+        state, final = self.state_embedding.weight, self.final_embedding.weight
+        parts = [probs["src"] @ state, probs["dst"] @ state, probs["ilabel"] @ table, probs["olabel"] @ table,
+                 probs["final"] @ final]
+        return self.project(torch.cat([x.to(self.project.weight.dtype) for x in parts], dim=-1))
+
+
+class SoftTransitions(nn.Module):
+    """``length`` slots of learnable logits over the five columns of a transition (source, destination,
+    input and output symbol, final flag of the destination: non-final or final, never padding)."""
+
+    COLUMNS = {"src": SRC, "ilabel": ILABEL, "olabel": OLABEL, "dst": DST, "final": FINAL}
+
+    def __init__(self, length: int, num_states: int, n_symbols: int):
+        super().__init__()
+        self.src = nn.Parameter(torch.zeros(length, num_states))
+        self.dst = nn.Parameter(torch.zeros(length, num_states))
+        self.ilabel = nn.Parameter(torch.zeros(length, n_symbols))
+        self.olabel = nn.Parameter(torch.zeros(length, n_symbols))
+        self.final = nn.Parameter(torch.zeros(length, 2))  # flags 1 (non-final) and 2 (final)
+
+    def probabilities(self) -> dict[str, torch.Tensor]:
+        probs = {name: getattr(self, name).float().softmax(-1) for name in self.COLUMNS}
+        probs["final"] = torch.nn.functional.pad(probs["final"], (1, 0))  # flag 0 is padding: probability 0
+        return probs
+
+    @torch.no_grad()
+    def init_from_sample(self, fst_sample: torch.Tensor, smoothing: float = 0.1) -> None:
+        """Logits = log of each slot's label frequencies over a sample of pre-training FSTs (B, T, 5), the
+        soft counterpart of the mean-prefix init: at slots every sampled FST fills, the expected encoding
+        equals the position-wise mean encoding. Slots no FST fills get the frequencies over all slots."""
+        length = self.src.shape[0]
+        sample = fst_sample[:, :length].long()
+        real = sample[..., FINAL] != 0
+        for name, col in self.COLUMNS.items():
+            param = getattr(self, name)
+            k = param.shape[1]
+            labels = sample[..., col] - (1 if name == "final" else 0)
+            onehot = torch.nn.functional.one_hot(labels.clamp(0, k - 1), k).float() * real[..., None]
+            counts = onehot.sum(0)                                       # (T', k)
+            overall = counts.sum(0, keepdim=True)
+            counts = torch.cat([counts, overall.expand(length - counts.shape[0], -1)]) if counts.shape[0] < length else counts
+            counts = torch.where(counts.sum(1, keepdim=True) > 0, counts, overall)
+            freqs = (counts + smoothing) / (counts + smoothing).sum(1, keepdim=True)
+            param.copy_(freqs.log().to(param.dtype))
+
+
 class TaskEmbedding(nn.Module):
     """TE baseline (REFERENCE §4.4): a row of ``prefix_length × te_dim`` per task, up-projected to d_model.
 

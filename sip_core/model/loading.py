@@ -75,7 +75,7 @@ def with_prefix_mode(model: SIPForConditionalGeneration, prefix_mode: str, **con
     for k, v in config_updates.items():
         setattr(config, k, v)
     new = SIPForConditionalGeneration(config, t5=model.t5)
-    if prefix_mode == "fst" and model.fst_encoder is not None:
+    if prefix_mode in ("fst", "soft") and model.fst_encoder is not None:
         new.fst_encoder = model.fst_encoder
     return new
 

@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, T5C
 from transformers.modeling_outputs import BaseModelOutput
 
 from sip_core.model.config import SIPConfig
-from sip_core.model.encoder import TaskEmbedding, TransitionEncoder
+from sip_core.model.encoder import SoftTransitions, TaskEmbedding, TransitionEncoder
 
 
 class ByT5LayoutT5(T5ForConditionalGeneration):
@@ -68,10 +68,13 @@ class SIPForConditionalGeneration(PreTrainedModel):
         self.fst_encoder = None
         self.prefix = None
         self.task_embedding = None
-        if config.prefix_mode == "fst":
+        self.soft_prefix = None
+        if config.prefix_mode in ("fst", "soft"):
             self.fst_encoder = TransitionEncoder(config.num_states, config.n_symbols, d_model,
                                                  config.state_dim, config.symbol_dim, config.final_dim,
                                                  getattr(config, "symbol_source", "table"), config.symbols)
+        if config.prefix_mode == "soft":
+            self.soft_prefix = SoftTransitions(config.prefix_length, config.num_states, config.n_symbols)
         elif config.prefix_mode == "tuned":
             self.prefix = nn.Parameter(torch.zeros(config.prefix_length, d_model))
         elif config.prefix_mode == "te":
@@ -87,6 +90,8 @@ class SIPForConditionalGeneration(PreTrainedModel):
     def _init_weights(self, module):
         # Our own modules keep PyTorch's defaults (N(0,1) embeddings, Kaiming Linear) as the original does;
         # everything else is T5's, initialised by T5's own rules.
+        if isinstance(module, SoftTransitions):
+            return  # uniform logits; fine-tuning initialises them from a sample (init_from_sample)
         if isinstance(module, (TransitionEncoder, TaskEmbedding)) or module is self.state_head:
             for sub in module.modules():
                 if isinstance(sub, (nn.Embedding, nn.Linear)):
@@ -99,7 +104,7 @@ class SIPForConditionalGeneration(PreTrainedModel):
             self.t5._init_weights(module)
 
     def _own_modules(self):
-        for m in (self.fst_encoder, self.task_embedding, self.state_head):
+        for m in (self.fst_encoder, self.soft_prefix, self.task_embedding, self.state_head):
             if m is not None:
                 yield from m.modules()
 
@@ -121,8 +126,9 @@ class SIPForConditionalGeneration(PreTrainedModel):
             if fst is None:
                 raise ValueError("an fst-prefix model needs `fst` (B, T, 5) transitions")
             return self.fst_encoder(fst, self.t5.shared)
-        if mode == "tuned":
-            vec = self.prefix.unsqueeze(0).expand(batch_size, -1, -1)
+        if mode in ("tuned", "soft"):
+            prefix = self.prefix if mode == "tuned" else self.fst_encoder.forward_soft(self.soft_prefix, self.t5.shared)
+            vec = prefix.unsqueeze(0).expand(batch_size, -1, -1)
             return vec, torch.ones(vec.shape[:2], dtype=torch.bool, device=vec.device)
         if mode == "te":
             if task_ids is None:

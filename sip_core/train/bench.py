@@ -136,6 +136,19 @@ def loss_near(curve, examples, window=300):
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def setup(args):
+    """(device, pool, training split) for a benchmark's common options (--device --threads --seed --data
+    --max-train)."""
+    device = runtime.pick_device(args.device)
+    runtime.configure_threads(device, args.threads)
+    runtime.seed_everything(args.seed)
+    pool = load_pool(args.data, with_fsts=True, num_states=16)
+    split = pool.splits["train"]
+    if args.max_train and len(split) > args.max_train:
+        split = split.subset(np.arange(args.max_train))
+    return device, pool, split
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="a d4 pool directory")
@@ -154,13 +167,7 @@ def main(argv=None) -> None:
     p.add_argument("--loops", default="ours,reference")
     args = p.parse_args(argv)
 
-    device = runtime.pick_device(args.device)
-    runtime.configure_threads(device, args.threads)
-    runtime.seed_everything(args.seed)
-    pool = load_pool(args.data, with_fsts=True, num_states=16)
-    split = pool.splits["train"]
-    if args.max_train and len(split) > args.max_train:
-        split = split.subset(np.arange(args.max_train))
+    device, pool, split = setup(args)
     data = DeviceSplit(split, device, pool.fsts, use_fsts=True)
     shape = SHAPES[args.shape]
     base = SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(**shape), prefix_mode="fst"))

@@ -28,8 +28,8 @@ from sip_core.model.config import SIPConfig, t5_kwargs
 from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import runtime
 from sip_core.train.batching import DeviceSplit, bucketed_batches, random_batches
+from sip_core.train import bench
 from sip_core.train.bench import SHAPES, ReferenceStyleModel, reference_batch
-from sip_core.train.data import load_pool
 from sip_core.train.optim import build_optimizer
 
 STEP_EXAMPLES = 30  # the original's effective batch: 10 × 3
@@ -116,13 +116,7 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
 
-    device = runtime.pick_device(args.device)
-    runtime.configure_threads(device, args.threads)
-    runtime.seed_everything(args.seed)
-    pool = load_pool(args.data, with_fsts=True, num_states=16)
-    split = pool.splits["train"]
-    if args.max_train and len(split) > args.max_train:
-        split = split.subset(np.arange(args.max_train))
+    device, pool, split = bench.setup(args)
     held_name = "dev" if "dev" in pool.splits else "train"
     held = pool.splits[held_name]
     held = held.subset(np.arange(min(args.eval_examples, len(held))))

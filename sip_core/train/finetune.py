@@ -48,10 +48,13 @@ def finetune_param_groups(model: SIPForConditionalGeneration, lr: float, prefix_
     ``freeze_body`` (prefix-only fine-tuning, the paper's prefix analysis): the body group is empty and
     its parameters stop requiring gradients."""
     prefix = [model.prefix] if model.prefix is not None else []
-    body = [p for n, p in model.named_parameters() if n != "prefix"]
+    if model.soft_prefix is not None:  # soft transitions: their logits are the prefix
+        prefix = list(model.soft_prefix.parameters())
+    prefix_ids = {id(p) for p in prefix}
+    body = [p for p in model.parameters() if id(p) not in prefix_ids]
     if freeze_body:
         if not prefix:
-            raise SipError("--freeze-body needs a tunable prefix (--prefix mean|random)")
+            raise SipError("--freeze-body needs a tunable prefix (--prefix mean|random|soft)")
         for p in body:
             p.requires_grad_(False)
         body = []
@@ -109,11 +112,12 @@ def resolve_model(model_arg: str | None) -> str:
 def resolve_prefix(requested: str, base: SIPForConditionalGeneration, model_arg: str) -> str:
     has_sample = base.fst_encoder is not None and is_sip_checkpoint(model_arg) and load_prefix_init(model_arg) is not None
     if requested == "auto":
-        if base.config.prefix_mode == "tuned":
+        if base.config.prefix_mode in ("tuned", "soft"):
             return "keep"
         return "mean" if has_sample else "none"
-    if requested == "mean" and not has_sample:
-        raise SipError(f"--prefix mean needs a SIP pre-training checkpoint with prefix_init.safetensors; {model_arg} has none")
+    if requested in ("mean", "soft") and not has_sample:
+        raise SipError(f"--prefix {requested} needs a SIP pre-training checkpoint with prefix_init.safetensors; "
+                       f"{model_arg} has none")
     return requested
 
 
@@ -129,10 +133,12 @@ class FineTuner:
         runtime.seed_everything(args.seed)
         base = load_base(args.model, args)
         self.prefix_kind = resolve_prefix(args.prefix, base, args.model)
-        self.fst_sample = load_prefix_init(args.model) if self.prefix_kind == "mean" else None
+        self.fst_sample = load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft") else None
         self.fst_encoder = base.fst_encoder
         if self.prefix_kind in ("mean", "random"):
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
+        elif self.prefix_kind == "soft":
+            model = with_prefix_mode(base, "soft", prefix_length=args.prefix_length)
         elif self.prefix_kind == "none":
             model = with_prefix_mode(base, "none") if base.config.prefix_mode != "none" else base
         else:
@@ -150,6 +156,10 @@ class FineTuner:
                                self.model.t5.shared)
         elif self.prefix_kind == "random":
             init = torch.randn(self.model.prefix.shape, generator=gen)
+        elif self.prefix_kind == "soft":
+            sample = self.fst_sample[torch.randperm(self.fst_sample.shape[0], generator=gen)[:32]]
+            self.model.soft_prefix.init_from_sample(sample)
+            return
         else:
             return
         with torch.no_grad():

@@ -100,6 +100,24 @@ rule significance:
         " --resamples {params.resamples} --seed {params.seed} --out {output.csv} > {log} 2>&1"
 
 
+# One line per claim of the paper: pass / fail / not significant / not built, over every table of the scale.
+rule claims:
+    input:
+        lambda wc: [f"results/{wc.scale}/{t}.csv" for t in TABLES_OF_SCALE[wc.scale]],
+    output:
+        "results/{scale}/claims.md",
+    params:
+        resamples=lambda wc: A(wc)["significance"]["resamples"],
+        seed=lambda wc: A(wc)["significance"]["seed"],
+    log:
+        "logs/{scale}/appendix/claims.log",
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli report claims results/{wildcards.scale} --runs data/{wildcards.scale}/runs"
+        " --resamples {params.resamples} --seed {params.seed} --out {output} > {log} 2>&1"
+
+
 # --- T5-Base path (only runs where a T5 init is configured; Tables 8-10 otherwise say "not run")
 rule t5_standin:
     output:
