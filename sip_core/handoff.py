@@ -1,7 +1,7 @@
 """GPU hand-off (DESIGN §8): GPU hosts have no pynini, Snakemake or DVC, so
 
 1. ``sip export TARGET``   (here) builds the target's data, then writes the `sip` commands of the jobs
-   that need a GPU (base_model, pretrain, finetune) in dependency order to ``handoff/jobs.json``;
+   that need a GPU (``GPU_RULES``) in dependency order to ``handoff/jobs.json``;
 2. ``sip handoff-run``      (GPU host) runs the pending jobs within a time budget and packs their outputs
    into archives of at most 15 MiB under ``$OUT`` (the device tool brings back 8 files of 16 MiB);
 3. ``sip import ARCHIVE..`` (here) unpacks, marks the jobs complete (``snakemake --touch``) and records
@@ -24,7 +24,9 @@ from pathlib import Path
 from sip_core.errors import SipError
 from sip_core.io import write_json
 
-GPU_RULES = ("pretrain", "finetune")
+# Rules whose jobs run on the GPU host, in the order they may run: pre-training (parents first), then the
+# jobs that read its checkpoints (fine-tuning, the Section 7 probe, prefix tuning, the T5 path).
+GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "prefix_tune", "t5_finetune")
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
 

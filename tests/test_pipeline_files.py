@@ -8,6 +8,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DRY_RUN = """
 [Thu Nov 26 02:18:13 2026]
+rule probe_train:
+    input: data/gpu/checkpoints/sip-d4/model.safetensors, data/gpu/eval/probe/examples.parquet
+    output: data/gpu/probe/probe.safetensors, data/gpu/probe/probing.json
+    wildcards: scale=gpu
+Shell command: python -m sip_core.cli probe train --model data/gpu/checkpoints/sip-d4 --out data/gpu/probe > logs/gpu/probe/train.log 2>&1
+
+[Thu Nov 26 02:18:13 2026]
 rule finetune:
     input: data/gpu/checkpoints/sip-d4/model.safetensors, data/gpu/eval/uc-s4/examples.parquet
     output: data/gpu/runs/sip-d4/uc-s4
@@ -43,9 +50,10 @@ def test_gpu_and_paper_stages_are_frozen_and_tables_are_not_cached():
 
 def test_handoff_orders_parents_before_children_and_fine_tuning_last():
     jobs = handoff.order_jobs(handoff.parse_dry_run(DRY_RUN))
-    assert [j["wildcards"]["model"] for j in jobs] == ["sip-d4", "sip-nd7", "sip-d4"]
-    assert [j["rule"] for j in jobs] == ["pretrain", "pretrain", "finetune"]
+    assert [j["wildcards"].get("model") for j in jobs] == ["sip-d4", "sip-nd7", "sip-d4", None]
+    assert [j["rule"] for j in jobs] == ["pretrain", "pretrain", "finetune", "probe_train"]
     assert handoff._portable(jobs[2]["cmd"]).startswith("python3 -m sip_core.cli finetune ")
+    assert jobs[3]["output"] == ["data/gpu/probe/probe.safetensors", "data/gpu/probe/probing.json"]
 
 
 def test_handoff_packs_outputs_into_bounded_parts_and_unpacks_them(tmp_path, monkeypatch):
