@@ -1,6 +1,6 @@
 # The paper's appendix: tuned-prefix analysis (Figure 9) -> results/{scale}/prefix.* + fig9_prefix_similarity.png;
 # significance tests over tasks -> results/{scale}/significance.*; the T5-Base path -> results/{scale}/table{8,9,10}.*
-# Settings per scale: sip_core/analysis/appendix_settings.py (helpers in common.smk).
+# Settings per scale: params.yaml `appendix` (helpers in common.smk).
 
 
 # SIP-d4 fine-tuned prefix-only (body frozen) on the 4-state iteration tasks; keeps each tuned prefix.
