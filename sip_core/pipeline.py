@@ -53,8 +53,10 @@ def task_file(scale: str, setting: str) -> str:
     return f"data/{scale}/eval/{setting}/examples.parquet"
 
 
-def by_model(mapping: dict, model: str):
-    """Per-model value of a ``{default: x, sip: y, te: z}`` map."""
+def by_model(mapping, model: str):
+    """Per-model value of a ``{default: x, sip: y, te: z}`` map; a plain value holds for every model."""
+    if not isinstance(mapping, dict):
+        return mapping
     return mapping.get(MODELS[model].hparams, mapping["default"])
 
 

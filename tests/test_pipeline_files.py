@@ -82,3 +82,12 @@ def test_the_local_profile_is_the_one_snakemake_loads_by_itself():
     import yaml
     profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
     assert "mtime" not in profile["rerun-triggers"] and profile["rerun-incomplete"] is True
+
+
+def test_per_model_settings_take_a_plain_value_or_a_map():
+    from sip_core import pipeline
+    prefix_lr = {"default": 1.0, "sip": 0.3}
+    assert pipeline.by_model(prefix_lr, "sip-d4") == 0.3 and pipeline.by_model(prefix_lr, "sip-nd7") == 0.3
+    assert pipeline.by_model(prefix_lr, "te") == 1.0 and pipeline.by_model(0.5, "te") == 0.5
+    gpu = config.resolve(config.load(), "gpu")["finetune"]
+    assert pipeline.by_model(gpu["prefix_length"], "sip-d4") == 80 and pipeline.by_model(gpu["prefix_length"], "te") == 50

@@ -58,7 +58,8 @@ class Dist:
             return model
         from torch.nn.parallel import DistributedDataParallel
         ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
+        # bucket views: gradients live in the all-reduce buckets (no copy in and out each step)
+        return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
 
     def no_sync(self, wrapped: torch.nn.Module, sync: bool):
         """Skip the gradient all-reduce on micro-batches that do not end an accumulation window."""

@@ -376,8 +376,9 @@ def run(opts: PretrainOptions) -> dict:
             (opts.checkpoint_minutes and time.monotonic() - last_ckpt >= opts.checkpoint_minutes * 60)
         cooling = bool(opts.cooldown_minutes and not state.get("cooldown") and
                        timer.elapsed >= timer.limit - 60.0 * opts.cooldown_minutes)
-        if dist.enabled:  # decisions from wall clocks, which differ between ranks, are taken together
-            due, cooling = dist.agree(due, cooling)
+        expired = timer.expired()
+        if dist.enabled:  # decisions from wall clocks, which differ between ranks, are taken together (one
+            due, cooling, expired = dist.agree(due, cooling, expired)  # all-reduce per step, not two)
         if cooling:
             # Fix the decay in steps from the rate so far (evaluation time included: errs on ending early).
             rate = (state["step"] - loop_start_step) / max(timer.elapsed, 1e-9)
@@ -386,7 +387,7 @@ def run(opts: PretrainOptions) -> dict:
             state["cooldown"] = {"start": state["step"], "steps": steps}
             wsd_decay(scheduler).update(state["cooldown"])
             total_steps = min(total_steps, state["step"] + steps)
-        if dist.agree(timer.expired())[0]:
+        if expired:
             status = "time_limit"
             break
         if due:

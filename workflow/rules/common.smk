@@ -138,7 +138,8 @@ def finetune_args(wildcards, phash=None):
     return (f"--prefix {spec.prefix} --epochs {fam['epochs']} --eval-last {fam['eval_last']}"
             f" --report-last {fam['report_last']} --batch-size {pipeline.by_model(fam['batch'], wildcards.model)}"
             f" --eval-batch-size {fam['test_batch']} --lr {pipeline.by_model(fam['lr'], wildcards.model)}"
-            f" --prefix-lr {ft['prefix_lr']} --prefix-length {ft['prefix_length']} --clip {ft['clip']}"
+            f" --prefix-lr {pipeline.by_model(ft['prefix_lr'], wildcards.model)}"
+            f" --prefix-length {pipeline.by_model(ft['prefix_length'], wildcards.model)} --clip {ft['clip']}"
             f" --seed {ft['seed'] + SEED_OFFSET} --scale {wildcards.scale} --params-hash {phash}")
 
 
@@ -209,7 +210,8 @@ def prefix_tune_args(wildcards):
     ft = S(wildcards)["finetune"]
     return (f"--epochs {pr['epochs']} --eval-last 1 --report-last 1 --batch-size {pr['batch_size']}"
             f" --eval-batch-size {ft['synthetic']['test_batch']} --prefix-lr {pr['prefix_lr']}"
-            f" --prefix-length {ft['prefix_length']} --clip {ft['clip']} --seed {ft['seed'] + SEED_OFFSET}"
+            f" --prefix-length {pipeline.by_model(ft['prefix_length'], pipeline.PROBE_MODEL)} --clip {ft['clip']}"
+            f" --seed {ft['seed'] + SEED_OFFSET}"
             f" --scale {wildcards.scale} --params-hash {job_hash(wildcards, jobscope.prefix_tune_keys())}")
 
 

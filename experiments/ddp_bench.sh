@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# 1-GPU vs 2-GPU data-parallel pre-training throughput at the gpu scale's SIP-d4 shape (issue 8,
+# docs/BENCHMARKS.md). Same command; RUNS lists GPUs:global-batch pairs (1:1024 2:1024 is strong scaling,
+# 1:1024 2:2048 weak scaling: the same per-GPU batch). Run on a 2-GPU host:
+#   STEPS=400 RUNS="1:1024 2:1024 2:2048" bash experiments/ddp_bench.sh   (data/ci/pretrain/d4 carried)
+set -eu
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
+steps=${STEPS:-400}; out=${OUT:-/tmp}
+nvidia-smi --query-gpu=name --format=csv,noheader || true
+common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4
+  --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
+  --eval-every 1000000 --no-progress"
+runs=${RUNS:-1:1024 2:1024 2:2048}
+for run in $runs; do
+  n=${run%%:*}; batch=${run#*:}
+  rm -rf /tmp/ddp-$n-$batch
+  python3 -m sip_core.cli pretrain $common --nproc $n --batch-size $batch --out /tmp/ddp-$n-$batch 2>&1 | tail -1
+  cp /tmp/ddp-$n-$batch/pretrain_metrics.json "$out/ddp-$n-$batch.json"
+done
+python3 - "$out" $runs <<'PY'
+import json, sys
+out, runs = sys.argv[1], sys.argv[2:]
+for run in runs:  # steady state: the logging windows after the first (warm-up, allocator, NCCL set-up)
+    n, batch = run.split(":")
+    windows = [w["examples_per_second"] for w in json.load(open(f"{out}/ddp-{n}-{batch}.json"))["curve"]]
+    curve = windows[1:] or windows
+    print(f"{n} GPU(s), global batch {batch}: {sum(curve) / len(curve):.0f} ex/s (steady state)")
+PY
