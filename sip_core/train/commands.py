@@ -106,6 +106,10 @@ def register(commands, data_commands) -> None:
     p.add_argument("--freeze-body", action="store_true",
                    help="prefix-only fine-tuning: train the prefix, keep every other parameter fixed")
     p.add_argument("--save-prefix", action="store_true", help="also write the tuned prefix to <run>/prefix.safetensors")
+    p.add_argument("--prefix-init-fsts", type=int, default=32, metavar="K",
+                   help="pre-training FSTs averaged into the mean/soft prefix init (paper: 32; 1: one real FST's encoding)")
+    p.add_argument("--prefix-only-epochs", type=int, default=0, metavar="N",
+                   help="train the prefix alone (body LR 0) for the first N epochs, then prefix and body")
     p.add_argument("--run-id", default=None)
     p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
     p.add_argument("--scale", default="unknown")

@@ -151,13 +151,14 @@ class FineTuner:
         self.model.load_state_dict(self.initial_state)
         runtime.seed_everything(seed)
         gen = torch.Generator().manual_seed(seed)
+        n_fsts = getattr(self.args, "prefix_init_fsts", 32)
         if self.prefix_kind == "mean":
-            init = mean_prefix(self.fst_encoder, self.fst_sample, 32, self.model.config.prefix_length, gen,
+            init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
                                self.model.t5.shared)
         elif self.prefix_kind == "random":
             init = torch.randn(self.model.prefix.shape, generator=gen)
         elif self.prefix_kind == "soft":
-            sample = self.fst_sample[torch.randperm(self.fst_sample.shape[0], generator=gen)[:32]]
+            sample = self.fst_sample[torch.randperm(self.fst_sample.shape[0], generator=gen)[:n_fsts]]
             self.model.soft_prefix.init_from_sample(sample)
             return
         else:
@@ -205,8 +206,12 @@ class FineTuner:
             from tqdm.auto import tqdm
             epochs = tqdm(epochs, desc=f"finetune {task_id}", unit="epoch", leave=False, mininterval=1.0,
                           initial=start_epoch, total=args.epochs)
+        prefix_only = getattr(args, "prefix_only_epochs", 0)
         for epoch in epochs:
             model.train()
+            for group in optimizer.param_groups:  # two-stage tuning: the body waits while the prefix finds its place
+                if group["name"] == "body":
+                    group["lr"] = 0.0 if epoch < prefix_only else args.lr
             for idx in random_batches(len(train), args.batch_size, args.seed, epoch):
                 idx, weight = dist.shard(idx, train.label_lengths)
                 batch = train.batch(idx)
@@ -250,7 +255,10 @@ class FineTuner:
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                                 "prefix_lr": args.prefix_lr, "clip": args.clip, "precision": args.precision,
-                                "freeze_body": bool(getattr(args, "freeze_body", False))},
+                                "freeze_body": bool(getattr(args, "freeze_body", False)),
+                                "prefix_length": args.prefix_length,
+                                "prefix_init_fsts": getattr(args, "prefix_init_fsts", 32),
+                                "prefix_only_epochs": getattr(args, "prefix_only_epochs", 0)},
         }
         if save:
             save_model(model, out_dir)
@@ -289,6 +297,10 @@ def main(args) -> int:
         raise SipError("give --tasks FILE, or both --train and --test")
     if args.epochs < 1:
         raise SipError("--epochs must be at least 1")
+    if getattr(args, "prefix_init_fsts", 32) < 1:
+        raise SipError("--prefix-init-fsts must be at least 1")
+    if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
+        raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     args.no_progress = getattr(args, "no_progress", False)
     args.model = resolve_model(args.model)
     out = Path(args.out)

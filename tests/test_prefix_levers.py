@@ -1,0 +1,95 @@
+"""Fine-tuning levers of the from-scratch research (docs/EXPERIMENTS.md): `--prefix-init-fsts K` (how many
+pre-training FSTs the prefix init averages; 1 = one real FST's encoding) and `--prefix-only-epochs N` (the
+prefix trains alone first). Checked against the FST encoder's own output and against the checkpoint a
+killed run leaves after its prefix-only epoch."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sip_core import cli
+from sip_core.model import SIPConfig, SIPForConditionalGeneration
+from sip_core.model.config import t5_kwargs
+from sip_core.model.loading import save_model, save_prefix_init
+from sip_core.train import checkpoint as ckpt
+from sip_core.train.finetune import FineTuner
+from tests.test_finetune_own_task import EXAMPLE
+from tests.test_soft_prefix import SAMPLE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _base(tmp_path: Path) -> tuple[SIPForConditionalGeneration, Path]:
+    torch.manual_seed(0)
+    tiny = t5_kwargs(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, dropout_rate=0.0)
+    base = SIPForConditionalGeneration(SIPConfig(t5=tiny, prefix_mode="fst", num_states=4))
+    save_model(base, tmp_path / "sip")
+    save_prefix_init(tmp_path / "sip", SAMPLE)
+    return base, tmp_path / "sip"
+
+
+def _args(model: Path, out: Path, *extra: str):
+    return cli.build_parser().parse_args(
+        ["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"),
+         "--out", str(out), "--epochs", "2", "--batch-size", "8", "--no-progress", "--seed", "3", *extra])
+
+
+def test_one_init_fst_gives_that_fsts_own_encoding(tmp_path):
+    base, model = _base(tmp_path)
+    tuner = FineTuner(_args(model, tmp_path / "run", "--prefix", "mean", "--prefix-length", "6", "--prefix-init-fsts", "1"))
+    tuner._reset(3)
+    prefix = tuner.model.prefix.detach()
+    with torch.no_grad():
+        encodings, _ = base.fst_encoder(SAMPLE, base.t5.shared)  # each sample FST fills 4 slots
+    matches = [i for i in range(len(SAMPLE)) if torch.allclose(prefix[:4], encodings[i], atol=1e-6)]
+    assert len(matches) == 1, "the init must be exactly one of the sample FSTs' encodings"
+    # slots past the FST's transitions get the mean of its transitions
+    assert torch.allclose(prefix[4:], encodings[matches[0]].mean(0).expand(2, -1), atol=1e-6)
+    # the paper's 32 (here: all 3 FSTs) average them instead: not any single one
+    tuner = FineTuner(_args(model, tmp_path / "run", "--prefix", "mean", "--prefix-length", "6"))
+    tuner._reset(3)
+    assert torch.allclose(tuner.model.prefix.detach()[:4], encodings.mean(0), atol=1e-6)
+
+
+def test_prefix_only_epochs_keep_the_body_still_then_train_it(tmp_path):
+    base, model = _base(tmp_path)
+    before = base.state_dict()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "SIP_TEST_KILL_AFTER_EPOCH": "1"}
+    argv = [sys.executable, "-m", "sip_core.cli", "finetune", "--model", str(model), "--prefix", "mean",
+            "--prefix-length", "6", "--prefix-only-epochs", "1", "--checkpoint-every", "1", "--prefix-lr", "0.5",
+            "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"), "--out", str(tmp_path / "run"),
+            "--epochs", "2", "--batch-size", "8", "--no-progress", "--seed", "3"]
+    killed = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=ROOT)
+    assert killed.returncode == 137, killed.stderr
+    # an interrupted run lives in its staging directory until it completes
+    payload, _ = ckpt.load_checkpoint(ckpt.latest_checkpoint(tmp_path / ".run.partial"))
+    after_one = payload["model"]
+    body = [k for k in after_one if k != "prefix" and k in before]
+    assert body and all(torch.equal(after_one[k], before[k]) for k in body), "the body must wait one epoch"
+    tuner = FineTuner(_args(model, tmp_path / "x", "--prefix", "mean", "--prefix-length", "6"))
+    tuner._reset(3)
+    assert not torch.allclose(after_one["prefix"], tuner.model.prefix.detach()), "the prefix must have trained"
+    # resumed without the kill: epoch 2 trains the body too
+    env.pop("SIP_TEST_KILL_AFTER_EPOCH")
+    done = subprocess.run(argv + ["--save-model"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "resuming from epoch 1" in done.stdout + done.stderr
+    from safetensors.torch import load_file
+    final = load_file(str(tmp_path / "run" / "model.safetensors"))
+    assert any(not torch.equal(final[k], before[k]) for k in body), "after the prefix-only epoch the body trains"
+
+
+@pytest.mark.parametrize("flags, message", [(["--prefix-init-fsts", "0"], "--prefix-init-fsts must be at least 1"),
+                                            (["--prefix-only-epochs", "2"], "--prefix-only-epochs must be between")])
+def test_bad_lever_values_are_one_line_errors(tmp_path, capsys, flags, message):
+    _, model = _base(tmp_path)
+    argv = ["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"),
+            "--out", str(tmp_path / "run"), "--epochs", "2", "--no-progress", *flags]
+    assert cli.main(argv) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
