@@ -242,12 +242,14 @@ def run(opts: PretrainOptions) -> dict:
 
     def save_state():
         rng = dist.gather(runtime.rng_state()) if dist.enabled else runtime.rng_state()  # every rank's stream
-        if not dist.is_main:
-            return
-        payload_now = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                       "scheduler": scheduler.state_dict(), "rng": rng, "state": dict(state),
-                       "history": history, "options": asdict(opts)}
-        ckpt.save_checkpoint(out, state["step"], payload_now, config_json)
+        if dist.is_main:
+            payload_now = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                           "scheduler": scheduler.state_dict(), "rng": rng, "state": dict(state),
+                           "history": history, "options": asdict(opts)}
+            ckpt.save_checkpoint(out, state["step"], payload_now, config_json)
+        # no rank runs ahead of a checkpoint still being written: if one dies next (preemption, a kill),
+        # torchrun stops the others, and rank 0 must not be stopped mid-write with the step lost
+        dist.barrier()
 
     def write_metrics(status: str):
         metrics = {"variant": opts.variant, "status": status, "options": asdict(opts),
