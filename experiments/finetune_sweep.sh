@@ -5,6 +5,8 @@
 # Usage (GPU host, repo root; data/gpu/eval/<setting> and data/gpu/checkpoints/sip-d4 carried):
 #   SETTINGS="iteration-s4 uc-s4" TASKS=2 EPOCHS=10 bash experiments/finetune_sweep.sh \
 #     "name|extra finetune flags" ...
+# Throughput on one H100 at the gpu shape: 8 runs at once finish 20 epochs in ~8 min; 12 at once do not finish
+# in 7 (LIMIT_S then brings back each unfinished run's curve so far, from its progress.json).
 # A variant's flags come after the common ones, so they override them (e.g. "plr0.1|--prefix-lr 0.1").
 # Named models: "base" in a variant's name selects the randomly initialised same-shape model.
 set -u
@@ -36,10 +38,14 @@ wait "${pids[@]}"
 tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='*.safetensors' --exclude='checkpoints' .
 python3 - "$work" <<'PY'
 import json, pathlib, sys
-for m in sorted(pathlib.Path(sys.argv[1]).glob("*/metrics.json")):
+work = pathlib.Path(sys.argv[1])
+for m in sorted(work.glob("*/metrics.json")):
     d = json.loads(m.read_text())
     curve = " ".join(f"{e['acc']:.0f}" for e in d["epochs"])
     print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}  curve {curve}  {d['wall_seconds']:.0f}s")
+for p in sorted(work.glob(".*.partial/progress.json")):  # stopped by LIMIT_S: the curve so far
+    d = json.loads(p.read_text())
+    print(f"{p.parent.name:40s} unfinished, curve {' '.join(f'{e['acc']:.0f}' for e in d['epochs'])}")
 PY
 for f in $work/*.log; do grep -l -i "error\|traceback" "$f" >/dev/null && { echo "== $f"; tail -c 600 "$f"; }; done
 exit 0

@@ -11,10 +11,12 @@ Jobs are resumable: a job whose output exists is skipped, so a second GPU call c
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tarfile
@@ -25,10 +27,13 @@ from sip_core.errors import SipError
 from sip_core.io import write_json
 
 # Rules whose jobs run on the GPU host, in the order they may run: pre-training (parents first), then the
-# jobs that read its checkpoints (fine-tuning, the Section 7 probe, prefix tuning, the T5 path).
-GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "prefix_tune", "t5_finetune")
+# jobs that read its checkpoints (fine-tuning, the Section 7 probe, prefix tuning and its permutation test
+# (prefix_table: 21 decodings of each test set), the T5 path).
+GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "prefix_tune", "prefix_table",
+             "t5_finetune")
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
+PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
 
 
 def parse_dry_run(text: str) -> list[dict]:
@@ -114,13 +119,33 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
         cmd = job["cmd"] + (f" --max-minutes {remaining / 60 - 0.5:.1f}" if job["rule"] == "pretrain" and
                             "--max-minutes" not in job["cmd"] else "")
         print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
-        result = subprocess.run(cmd, shell=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
-        (done if result.returncode == 0 and _done(job) else failed).append(job)
+        returncode = _run_until(cmd, deadline - PACK_SECONDS)
+        if returncode is None:  # out of time: its staging directory stays for the next call on this host
+            print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
+            break
+        (done if returncode == 0 and _done(job) else failed).append(job)
     pack([p for job in done for p in job["output"]], out_dir)
     pending = [j for j in spec["jobs"] if not _done(j)]
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
     return summary
+
+
+def _run_until(cmd: str, deadline: float) -> int | None:
+    """Run a job's shell command; stop it (SIGTERM, then SIGKILL) at ``deadline``. None if stopped."""
+    proc = subprocess.Popen(cmd, shell=True, start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return None
 
 
 def pack(paths: list[str], out_dir: Path) -> list[Path]:

@@ -132,8 +132,12 @@ def test_killed_finetune_resumes_to_identical_outputs(base, tmp_path):
     staging = tmp_path / ".run.partial"
     assert (staging / "checkpoints" / "latest").read_text().strip() == "step-000000002"
     assert not (staging / "metrics.json").exists()
+    curve = json.loads((staging / "progress.json").read_text())["epochs"]  # what a time-limited run brings back
+    full = json.loads((tmp_path / "full" / "metrics.json").read_text())["epochs"]
+    assert curve == full[:2]
     resumed = _sip(*args, "--out", tmp_path / "run")
     assert resumed.returncode == 0, resumed.stderr
+    assert not (tmp_path / "run" / "progress.json").exists()
     assert "resuming from epoch 2" in resumed.stdout
     assert not staging.exists() and not (tmp_path / "run" / "checkpoints").exists()
     _same_outputs(tmp_path / "full", tmp_path / "run")

@@ -69,6 +69,23 @@ def test_handoff_packs_outputs_into_bounded_parts_and_unpacks_them(tmp_path, mon
     assert sorted(names) == sorted(str(p) for p in run.iterdir())
 
 
+def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_path, monkeypatch):
+    """A job still running when the budget ends is stopped (not failed), so the device call returns in time
+    with what finished; its output is not packed and it stays pending for the next call."""
+    import json
+    import time
+    monkeypatch.chdir(tmp_path)
+    jobs = [{"rule": "finetune", "output": ["runs/quick"], "wildcards": {}, "cmd": "mkdir -p runs/quick && echo 1 > runs/quick/metrics.json"},
+            {"rule": "finetune", "output": ["runs/slow"], "wildcards": {}, "cmd": "sleep 300 && mkdir -p runs/slow"}]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    monkeypatch.setattr(handoff, "PACK_SECONDS", 0)
+    started = time.monotonic()
+    summary = handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=35 / 60)
+    assert time.monotonic() - started < 60
+    assert summary == {"done": 1, "failed": 0, "pending": 1}
+    assert tarfile.open(tmp_path / "out" / "handoff-00.tar").getnames() == ["runs/quick/metrics.json"]
+
+
 def test_the_local_profile_is_the_one_snakemake_loads_by_itself():
     """Snakemake applies a workflow profile without being told only from profiles/default beside the
     Snakefile; its no-mtime rerun triggers and checksum threshold are what keep `dvc checkout` from forcing

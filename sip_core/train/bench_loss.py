@@ -50,8 +50,11 @@ def _plans(kind: str, n: int, seed: int, data: DeviceSplit):
         epoch += 1
 
 
-def train_steps(kind: str, model, data: DeviceSplit, steps: int, lr: float, precision: str, seed: int, device):
-    """N optimiser steps; returns (seconds, per-step training losses)."""
+def train_steps(kind: str, model, data: DeviceSplit, steps: int, lr: float, precision: str, seed: int, device,
+                clip: float = 0.0, warmup: int = 0, trace: dict | None = None):
+    """N optimiser steps; returns (seconds, per-step training losses). ``clip`` > 0 clips the global grad
+    norm, ``warmup`` > 0 ramps the LR linearly; with ``trace`` (a dict, filled in) every step's grad norm is
+    recorded and training stops at the first non-finite loss or gradient, saying where it arose."""
     if kind == "ours":
         autocast = runtime.set_precision(precision, device)
         opt = build_optimizer([{"name": "all", "params": list(model.parameters()), "lr": lr}], device)
@@ -60,24 +63,97 @@ def train_steps(kind: str, model, data: DeviceSplit, steps: int, lr: float, prec
         autocast = runtime.set_precision("fp32", device)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         forward = ReferenceStyleModel(model)
+    ramp = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup)) if warmup > 0 else None
     model.train()
     torch.manual_seed(seed)  # dropout masks
     losses = []
     start = time.monotonic()
+    def batch_of(idx):
+        return data.batch(idx) if kind == "ours" else reference_batch(data, idx)
+
     for step, micro in zip(range(steps), _plans(kind, len(data), seed, data)):
+        rng = runtime.rng_state() if trace is not None else None
         total = 0.0
         for idx in micro:
-            batch = data.batch(idx) if kind == "ours" else reference_batch(data, idx)
             with autocast():
-                loss = forward(**batch).loss
+                loss = forward(**batch_of(idx)).loss
             loss.backward()  # the original sums the accumulated micro-batch losses
             total += loss.detach()
+        if trace is not None:  # measured before clipping: a NaN norm would make clipping spread NaN everywhere
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.float())
+                                                         for p in model.parameters() if p.grad is not None]))
+            trace.setdefault("grad_norms", []).append(round(float(norm), 4))
+            if not (torch.isfinite(total) and torch.isfinite(norm)):
+                trace.update(first_nonfinite_step=step, loss=float(total) / len(micro), grad_norm=float(norm),
+                             **locate_nonfinite(forward, micro, batch_of, autocast, model, rng))
+                break
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
+        if ramp is not None:
+            ramp.step()
         opt.zero_grad(set_to_none=True)
         losses.append(float(total) / len(micro))
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.monotonic() - start, losses
+
+
+def locate_nonfinite(forward, micro, batch_of, autocast, model, rng) -> dict:
+    """Where a non-finite gradient is born: the step is replayed (same batch, same dropout masks from ``rng``)
+    (1) with forward hooks: the first module whose output is not finite, if the forward already fails;
+    (2) with gradient hooks on every leaf module's output: the last module, in forward order, whose output
+    gradient is not finite (the NaN arose in the backward of what follows it);
+    (3) under autograd anomaly detection: the backward function that returned it, and the forward line."""
+    import warnings
+
+    bad_grads = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    model.zero_grad(set_to_none=True)
+    leaves = [(n, m) for n, m in model.named_modules() if not any(True for _ in m.children())]
+    forward_bad, order, grad_ok, handles = [], [], {}, []
+
+    def hook(name, output):
+        t = output[0] if isinstance(output, (tuple, list)) else output
+        if not (torch.is_tensor(t) and t.is_floating_point()):
+            return
+        if not torch.isfinite(t).all():
+            forward_bad.append(name)
+        if t.requires_grad:
+            order.append(name)
+            t.register_hook(lambda g, name=name: grad_ok.__setitem__(name, bool(torch.isfinite(g).all())))
+
+    def replay():
+        runtime.set_rng_state(rng)
+        for idx in micro:
+            with autocast():
+                loss = forward(**batch_of(idx)).loss
+            loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    for name, module in leaves:
+        handles.append(module.register_forward_hook(lambda m, i, o, name=name: hook(name, o)))
+    try:
+        replay()  # (1) and (2): the hooks see every output and its gradient
+    finally:
+        for h in handles:
+            h.remove()
+    anomaly = None
+    with warnings.catch_warnings(record=True) as caught, torch.autograd.detect_anomaly(check_nan=True):
+        warnings.simplefilter("always")
+        try:
+            replay()
+        except RuntimeError as err:
+            stack = [str(w.message) for w in caught if "Traceback of forward call" in str(w.message)]
+            frames = [line.strip() for line in (stack[-1].splitlines() if stack else []) if line.strip()]
+            anomaly = {"error": str(err).splitlines()[0], "forward_call": frames[-12:]}
+    model.zero_grad(set_to_none=True)
+    bad_outputs = [n for n in order if grad_ok.get(n) is False]
+    last_bad = bad_outputs[-1] if bad_outputs else None
+    after = order[order.index(last_bad) + 1:order.index(last_bad) + 4] if last_bad else []
+    return {"first_nonfinite_forward_module": forward_bad[0] if forward_bad else None,
+            "last_module_with_nonfinite_output_grad": last_bad, "modules_after_it": after,
+            "n_modules_with_nonfinite_output_grad": len(bad_outputs), "anomaly": anomaly,
+            "nonfinite_grads": bad_grads[:8], "n_nonfinite_grads": len(bad_grads)}
 
 
 @torch.no_grad()
@@ -111,6 +187,11 @@ def main(argv=None) -> None:
     p.add_argument("--eval-examples", type=int, default=500, help="held-out examples scored (dev, else train)")
     p.add_argument("--max-train", type=int, default=0, help="use only the first N training examples (0: all)")
     p.add_argument("--no-control", action="store_true", help="skip the second-seed reference run")
+    p.add_argument("--only-ours", action="store_true", help="run our loop only (diagnosis)")
+    p.add_argument("--clip", type=float, default=0.0, help="our loop: clip the global grad norm (0: off, as the paper)")
+    p.add_argument("--warmup", type=int, default=0, help="our loop: linear LR warm-up steps (0: none, as the paper)")
+    p.add_argument("--trace", action="store_true",
+                   help="our loop: record grad norms, stop at the first non-finite loss/gradient and say where")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
@@ -125,8 +206,8 @@ def main(argv=None) -> None:
     base = SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(**SHAPES[args.shape]), prefix_mode="fst"))
     init_state = copy.deepcopy(base.state_dict())
 
-    runs = [("ours", "ours", args.seed), ("reference", "reference", args.seed)]
-    if not args.no_control:
+    runs = [("ours", "ours", args.seed)] + ([] if args.only_ours else [("reference", "reference", args.seed)])
+    if not (args.no_control or args.only_ours):
         runs.append(("reference_seed2", "reference", args.seed + 1))
     out = {"device": runtime.device_name(device), "shape": args.shape, "n_params": runtime.count_parameters(base),
            "steps": args.steps, "examples_per_step": STEP_EXAMPLES, "lr": args.lr, "precision_ours": args.precision,
@@ -137,13 +218,26 @@ def main(argv=None) -> None:
         model.to(device)
         if out["initial_heldout_loss"] is None:
             out["initial_heldout_loss"] = round(heldout_loss("ours", model, evaluation, device), 4)
-        seconds, losses = train_steps(kind, model, train, args.steps, args.lr, args.precision, seed, device)
+        ours = kind == "ours"
+        trace = {} if ours and args.trace else None
+        seconds, losses = train_steps(kind, model, train, args.steps, args.lr, args.precision, seed, device,
+                                      clip=args.clip if ours else 0.0, warmup=args.warmup if ours else 0, trace=trace)
         out[name] = {"seed": seed, "seconds": round(seconds, 2),
                      "heldout_loss": round(heldout_loss(kind, model, evaluation, device), 4),
                      "train_loss_last_10_steps": round(float(np.mean(losses[-10:])), 4)}
+        if ours:
+            out[name].update(clip=args.clip, warmup=args.warmup)
+        if trace is not None:
+            norms = trace.pop("grad_norms")
+            out[name]["trace"] = {**trace, "steps_run": len(norms), "grad_norm_max": max(norms),
+                                  "grad_norm_first_5": norms[:5], "grad_norm_last_5": norms[-5:],
+                                  "grad_norm_every_25": norms[::25], "loss_every_25": [round(x, 3) for x in losses[::25]]}
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    if args.only_ours:
+        print(json.dumps(out, indent=2))
+        return
     ref = out["reference"]["heldout_loss"]
     diff = out["ours"]["heldout_loss"] - ref
     out["epsilon"] = round(args.epsilon * ref, 4)

@@ -24,7 +24,7 @@ from sip_core.errors import SipError
 from sip_core.eval.decode import predict_split
 from sip_core.eval.metrics import score
 from sip_core.eval.outputs import reported, write_run
-from sip_core.io import write_text
+from sip_core.io import write_json, write_text
 from sip_core.model.config import SIPConfig, t5_kwargs
 from sip_core.model.loading import (build_model, is_sip_checkpoint, load_prefix_init, load_sip, mean_prefix,
                                     save_model, save_tuned_prefix, with_prefix_mode)
@@ -37,6 +37,7 @@ from sip_core.train.rundir import Staging, check_out, sha256
 
 # The released SIP-d4 (issue 8): the default --model once it exists.
 RELEASED_MODEL = Path(__file__).resolve().parents[2] / "models" / "sip-d4"
+PROGRESS_FILE = "progress.json"  # evaluations so far, in the staging directory of an unfinished run
 # settings that do not change the result (left out of the staging directory's fingerprint)
 _NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
                  "checkpoint_minutes", "save_model")
@@ -228,6 +229,8 @@ class FineTuner:
                     predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
                     row = score(predictions, test.split.outputs)
                     evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
+                    # the curve so far, so that a run stopped by a time limit still tells what it learned
+                    write_json({"task_id": task_id, "epochs": evaluations}, out_dir / PROGRESS_FILE)
             due = epoch + 1 < args.epochs and ((every and (epoch + 1) % every == 0) or
                                                (minutes and time.monotonic() - last_save >= minutes * 60))
             if dist.any(due):
@@ -265,6 +268,7 @@ class FineTuner:
         if getattr(args, "save_prefix", False) and model.prefix is not None:
             save_tuned_prefix(model.prefix, out_dir)
         shutil.rmtree(ckpt.checkpoint_root(out_dir), ignore_errors=True)
+        (out_dir / PROGRESS_FILE).unlink(missing_ok=True)  # metrics.json carries the whole curve
         write_run(out_dir, metrics, test.split.inputs, test.split.outputs, predictions)  # metrics.json last
         return metrics
 

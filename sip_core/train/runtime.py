@@ -31,6 +31,11 @@ def set_precision(precision: str, device: torch.device):
     """
     if precision not in PRECISIONS:
         raise SipError(f"--precision must be one of {PRECISIONS}, not {precision!r}")
+    if device.type == "cuda":
+        # cuDNN's fused attention returns NaN gradients in T5's cross-attention (bias + mask) under bf16
+        # (ScaledDotProductCudnnAttentionBackward0, found by `bench_loss --trace`; docs/BENCHMARKS.md);
+        # SDPA then takes its memory-efficient kernel, which handles the additive bias.
+        torch.backends.cuda.enable_cudnn_sdp(False)
     tf32 = precision in ("tf32", "bf16")
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32

@@ -65,6 +65,7 @@ rule prefix_table:
         fsts=lambda wc, input: os.path.join(os.path.dirname(input.tasks), "fsts.parquet"),
         permutations=lambda wc: A(wc)["prefix"]["permutations"],
         seed=lambda wc: A(wc)["prefix"]["seed"],
+        eval_batch=lambda wc: A(wc)["prefix"]["eval_batch_size"],
     log:
         "logs/{scale}/appendix/prefix-table.log",
     threads: 1
@@ -76,7 +77,8 @@ rule prefix_table:
     shell:
         "python -m sip_core.cli prefix analyse --model {params.model} --model-name sip-d4 --tasks {input.tasks}"
         " --fsts {params.fsts} --tuned {input.tuned} --distractors {input.distractors} --permutations {params.permutations}"
-        " --seed {params.seed} --scale {wildcards.scale} --out {output.csv} --figure {output.figure} > {log} 2>&1"
+        " --seed {params.seed} --eval-batch-size {params.eval_batch} --scale {wildcards.scale} --out {output.csv}"
+        " --figure {output.figure} > {log} 2>&1"
 
 
 # The paper's two tests plus every test the claims make, over all runs of the scale (>= 10,000 resamples).
