@@ -68,6 +68,7 @@ def train_steps(kind: str, model, data: DeviceSplit, steps: int, lr: float, prec
     torch.manual_seed(seed)  # dropout masks
     losses = []
     start = time.monotonic()
+
     def batch_of(idx):
         return data.batch(idx) if kind == "ours" else reference_batch(data, idx)
 
@@ -80,8 +81,7 @@ def train_steps(kind: str, model, data: DeviceSplit, steps: int, lr: float, prec
             loss.backward()  # the original sums the accumulated micro-batch losses
             total += loss.detach()
         if trace is not None:  # measured before clipping: a NaN norm would make clipping spread NaN everywhere
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad.float())
-                                                         for p in model.parameters() if p.grad is not None]))
+            norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
             trace.setdefault("grad_norms", []).append(round(float(norm), 4))
             if not (torch.isfinite(total) and torch.isfinite(norm)):
                 trace.update(first_nonfinite_step=step, loss=float(total) / len(micro), grad_norm=float(norm),
@@ -109,7 +109,7 @@ def locate_nonfinite(forward, micro, batch_of, autocast, model, rng) -> dict:
 
     bad_grads = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
     model.zero_grad(set_to_none=True)
-    leaves = [(n, m) for n, m in model.named_modules() if not any(True for _ in m.children())]
+    leaves = [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]
     forward_bad, order, grad_ok, handles = [], [], {}, []
 
     def hook(name, output):
