@@ -101,3 +101,34 @@ def test_vectorised_tokenizer_matches_per_string_encoding():
         assert flat[offsets[i]:offsets[i + 1]].tolist() == tokenizer.encode(t)
         assert tokenizer.decode(flat[offsets[i]:offsets[i + 1]]) == t
     assert tokenizer.decode([tokenizer.PAD_ID, 100, tokenizer.EOS_ID, 101]) == "a"
+
+
+def test_fused_gelu_and_rms_norm_compute_what_transformers_t5_computes(tmp_path):
+    """The fused drop-ins (sip_core.model.fused) against transformers' own modules on the same weights:
+    same logits and gradients in fp32, nothing added to the saved weights, fused again after loading."""
+    import copy
+
+    from transformers.activations import NewGELUActivation
+    from transformers.models.t5.modeling_t5 import T5LayerNorm
+
+    from sip_core.model.fused import FusedT5LayerNorm, fuse_elementwise
+
+    model = tiny_model().train()
+    norms = [m for m in model.modules() if isinstance(m, T5LayerNorm)]
+    assert norms and all(type(m) is FusedT5LayerNorm for m in norms)
+    assert not any(isinstance(m, NewGELUActivation) for m in model.modules())
+    reference = fuse_elementwise(copy.deepcopy(model), fused=False)
+    assert not any(type(m) is FusedT5LayerNorm for m in reference.modules())
+    assert sum(isinstance(m, NewGELUActivation) for m in reference.modules()) == 2 * TINY["num_layers"]
+    fst, ids, labels = _example(model)
+    outs = [m(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels, fst=fst) for m in (model, reference)]
+    for out in outs:
+        out.loss.backward()
+    torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=1e-5, atol=1e-5)
+    for (name, a), b in zip(model.named_parameters(), reference.parameters()):
+        if a.grad is not None:
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)
+    assert set(model.state_dict()) == set(reference.state_dict())
+    model.save_pretrained(tmp_path)
+    loaded = SIPForConditionalGeneration.from_pretrained(tmp_path)
+    assert all(type(m) is FusedT5LayerNorm for m in loaded.modules() if isinstance(m, T5LayerNorm))

@@ -15,6 +15,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from sip_core.model.config import SIPConfig
 from sip_core.model.encoder import SoftTransitions, TaskEmbedding, TransitionEncoder
+from sip_core.model.fused import fuse_elementwise
 
 
 class ByT5LayoutT5(T5ForConditionalGeneration):
@@ -35,7 +36,7 @@ def build_t5(t5_kwargs: dict) -> ByT5LayoutT5:
     config = T5Config(**{**t5_kwargs, "tie_word_embeddings": False})
     model = ByT5LayoutT5(config)
     untie_lm_head(model, scratch=True)
-    return model
+    return fuse_elementwise(model)
 
 
 def untie_lm_head(t5: T5ForConditionalGeneration, scratch: bool, copy_scale: float | None = None) -> None:
@@ -85,7 +86,7 @@ class SIPForConditionalGeneration(PreTrainedModel):
         # give the untied head its own scale afterwards, and only then swap in a given (pretrained) T5.
         untie_lm_head(self.t5, scratch=True)
         if t5 is not None:
-            self.t5 = t5
+            self.t5 = fuse_elementwise(t5)
 
     def _init_weights(self, module):
         # Our own modules keep PyTorch's defaults (N(0,1) embeddings, Kaiming Linear) as the original does;

@@ -19,6 +19,7 @@ import time
 import numpy as np
 import torch
 
+from sip_core.model.fused import fuse_elementwise
 from sip_core.model.config import BYT5_SMALL_SHAPE, SIPConfig, t5_kwargs
 from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import runtime
@@ -59,7 +60,7 @@ class ReferenceStyleModel(torch.nn.Module):
 
     def __init__(self, model):
         super().__init__()
-        self.model = model
+        self.model = fuse_elementwise(model, fused=False)  # transformers' own T5 modules, as the original ran
 
     def forward(self, input_ids, attention_mask, labels, fst):
         prefix, _ = self.model.fst_encoder(fst, self.model.t5.shared)
@@ -131,6 +132,38 @@ def run_loop(kind, model, data, args, device, seconds, loss_at_examples=None):
             "loss_curve": [(e, float(l)) for e, l in losses]}
 
 
+def profile_steps(model, data, args, device) -> dict:
+    """Profile ``--profile-steps`` steps of our loop: wall vs summed GPU kernel time per step (host-bound when
+    the GPU is busy for a small part of the wall), and the kernels that take the most GPU time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    autocast = runtime.set_precision(args.precision, device)
+    opt = build_optimizer([{"name": "all", "params": list(model.parameters()), "lr": args.lr}], device)
+    plan = bucketed_batches(data.encoder_lengths, data.label_lengths, args.batch_size, args.seed, 99)[:args.profile_steps]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _sync(device)
+    with profile(activities=activities) as prof:
+        start = time.monotonic()
+        for idx in plan:
+            with autocast():
+                loss = model(**data.batch(idx)).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        _sync(device)
+        wall = time.monotonic() - start
+    # device-side events only (kernels, memcpy/memset); CPU ops also carry the time of the kernels they launch
+    kernels = sorted(((e.key, e.self_device_time_total, e.count) for e in prof.key_averages()
+                      if e.device_type == DeviceType.CUDA), key=lambda t: -t[1])
+    gpu_us = sum(t for _, t, _ in kernels)
+    steps = max(1, len(plan))
+    return {"steps": steps, "wall_ms_per_step": round(1e3 * wall / steps, 2),
+            "gpu_kernel_ms_per_step": round(gpu_us / 1e3 / steps, 2),
+            "kernel_launches_per_step": round(sum(c for _, _, c in kernels) / steps, 1),
+            "top_kernels_ms_per_step": [(k[:90], round(t / 1e3 / steps, 3), c // steps) for k, t, c in kernels[:15]]}
+
+
 def loss_near(curve, examples, window=300):
     vals = [l for e, l in curve if examples - window < e <= examples]
     return float(np.mean(vals)) if vals else float("nan")
@@ -165,6 +198,10 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: by GPU name)")
     p.add_argument("--loops", default="ours,reference")
+    p.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa", help="T5's attention implementation")
+    p.add_argument("--unfused", action="store_true", help="our loop without the fused GELU/RMS-norm kernels")
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="after timing, profile N steps of our loop: GPU-busy vs wall time and the top kernels")
     args = p.parse_args(argv)
 
     device, pool, split = setup(args)
@@ -176,9 +213,14 @@ def main(argv=None) -> None:
     for kind in args.loops.split(","):
         model = SIPForConditionalGeneration(base.config)
         model.load_state_dict(init_state)
+        model.t5.set_attn_implementation(args.attn)
+        if args.unfused:
+            fuse_elementwise(model, fused=False)
         model.to(device)
         torch.manual_seed(args.seed)
         results[kind] = run_loop(kind, model, data, args, device, args.seconds)
+        if kind == "ours" and args.profile_steps:
+            results["profile"] = profile_steps(model, data, args, device)
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -190,6 +232,8 @@ def main(argv=None) -> None:
     out = {"device": name, "shape": args.shape, "n_params": runtime.count_parameters(base),
            "batch_size": args.batch_size, "precision": args.precision, "compile": args.compile,
            "seconds_per_loop": args.seconds, "train_examples": len(split)}
+    if "profile" in results:
+        out["profile"] = results.pop("profile")
     common = min(r["examples"] for r in results.values()) if results else 0
     for kind, r in results.items():
         per_ex = flops_per_example(base, r["enc_tokens"] / max(1, r["examples"]), r["dec_tokens"] / max(1, r["examples"]))
