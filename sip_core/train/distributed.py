@@ -9,6 +9,8 @@ training is exactly the single-process loop.
   carry similar token counts). The same command therefore trains the same model on 1 or N devices.
 * Each rank's loss is re-weighted by its share of the batch's label tokens, so DDP's gradient mean equals
   the gradient of the token mean over the whole global batch, as one process computes it.
+* Sparse gradients (the TE task table's) stay out of DDP, whose all-reduce would hand them to NCCL, which
+  cannot sum sparse tensors; ``mean_sparse_grads_`` gathers every rank's rows and averages them instead.
 * Rank 0 alone evaluates, logs, writes checkpoints and outputs; every rank resumes from them.
 """
 from __future__ import annotations
@@ -58,8 +60,33 @@ class Dist:
             return model
         from torch.nn.parallel import DistributedDataParallel
         ids = [device.index] if device.type == "cuda" else None
+        sparse = sparse_gradient_parameters(model)
+        if sparse:  # NCCL cannot all-reduce sparse gradients: DDP leaves them to `mean_sparse_grads_`
+            DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, list(sparse))
+            for p in sparse.values():  # the start-up broadcast DDP does for the parameters it keeps
+                torch.distributed.broadcast(p.data, 0)
         # bucket views: gradients live in the all-reduce buckets (no copy in and out each step)
         return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
+
+    def mean_sparse_grads_(self, model: torch.nn.Module) -> None:
+        """DDP's gradient mean for the parameters ``wrap`` kept out of DDP (sparse gradients: the TE task
+        table). Each rank's rows and values are gathered (padded to the largest count), then summed / world."""
+        if not self.enabled:
+            return
+        for p in sparse_gradient_parameters(model).values():
+            grad = p.grad.coalesce()
+            rows, values = grad.indices()[0], grad.values()
+            counts = [torch.zeros(1, dtype=torch.long, device=rows.device) for _ in range(self.world)]
+            torch.distributed.all_gather(counts, torch.tensor([len(rows)], device=rows.device))
+            counts = [int(c) for c in counts]
+            pad = max(counts) - len(rows)
+            all_rows = [rows.new_empty(max(counts)) for _ in counts]
+            all_values = [values.new_empty((max(counts), *values.shape[1:])) for _ in counts]
+            torch.distributed.all_gather(all_rows, torch.nn.functional.pad(rows, (0, pad)))
+            torch.distributed.all_gather(all_values, torch.nn.functional.pad(values, (0, 0, 0, pad)))
+            rows = torch.cat([r[:n] for r, n in zip(all_rows, counts)])
+            values = torch.cat([v[:n] for v, n in zip(all_values, counts)])
+            p.grad = torch.sparse_coo_tensor(rows[None], values / self.world, grad.shape).coalesce()
 
     def no_sync(self, wrapped: torch.nn.Module, sync: bool):
         """Skip the gradient all-reduce on micro-batches that do not end an accumulation window."""
@@ -104,6 +131,12 @@ class Dist:
             if wait:
                 torch.distributed.barrier(group=self.control)
             torch.distributed.destroy_process_group()
+
+
+def sparse_gradient_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """{name: weight} of the embeddings with sparse gradients (the TE task table in pre-training)."""
+    return {f"{name}.weight" if name else "weight": m.weight for name, m in model.named_modules()
+            if isinstance(m, torch.nn.Embedding) and m.sparse}
 
 
 def setup(device_arg: str = "auto") -> tuple[Dist, str]:

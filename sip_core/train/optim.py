@@ -1,4 +1,5 @@
-"""Optimiser and LR schedule: Adam(W) with named parameter groups; constant/linear/cosine with warmup."""
+"""Optimiser and LR schedule: Adam(W) with named parameter groups (SparseAdam for sparse-gradient ones);
+constant/linear/cosine/wsd with warmup; gradient clipping that also takes sparse gradients."""
 from __future__ import annotations
 
 import math
@@ -16,15 +17,91 @@ def build_optimizer(groups: list[dict], device: torch.device, weight_decay: floa
                     betas=(0.9, 0.999), eps: float = 1e-8) -> torch.optim.Optimizer:
     """AdamW over ``groups`` ([{'name', 'params', 'lr'}]); weight decay 0 is the original's plain Adam.
 
-    Fused on CUDA (one kernel for all parameters); the for-each implementation elsewhere.
+    Fused on CUDA (one kernel for all parameters); the for-each implementation elsewhere. Groups marked
+    ``"sparse": True`` (parameters with sparse gradients: the TE task table) get SparseAdam instead, lazy
+    Adam that touches only the rows with a gradient (docs/DEVIATIONS.md), and both optimisers are returned
+    as one ``SplitOptimizer``.
     """
     groups = [g for g in groups if g["params"]]
+    dense = [{k: v for k, v in g.items() if k != "sparse"} for g in groups if not g.get("sparse")]
+    sparse = [{k: v for k, v in g.items() if k != "sparse"} for g in groups if g.get("sparse")]
     kwargs = dict(betas=betas, eps=eps, weight_decay=weight_decay)
     if device.type == "cuda":
         kwargs["fused"] = True
     else:
         kwargs["foreach"] = True
-    return torch.optim.AdamW(groups, **kwargs)
+    adamw = torch.optim.AdamW(dense, **kwargs)
+    if not sparse:
+        return adamw
+    if weight_decay:
+        raise SipError(f"weight decay {weight_decay} is not supported for the TE task table: it is trained by "
+                       "SparseAdam, which has none (use --weight-decay 0)")
+    return SplitOptimizer(dense=adamw, sparse=torch.optim.SparseAdam(sparse, betas=betas, eps=eps))
+
+
+class SplitOptimizer(torch.optim.Optimizer):
+    """Several optimisers stepped, zeroed, saved and loaded as one (AdamW for the body, SparseAdam for the
+    TE task table).
+
+    ``param_groups`` are the parts' own groups, read live (``load_state_dict`` replaces a part's group
+    dicts), so an LR scheduler over this object sets the LR each part uses. Optimizer.__init__ is not
+    called: the parts own parameters and state; the base class is there for LRScheduler's type check.
+    """
+
+    def __init__(self, **parts: torch.optim.Optimizer):
+        self.parts = parts
+        self.defaults = {}
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return [group for part in self.parts.values() for group in part.param_groups]
+
+    @property
+    def state(self) -> dict:
+        return {p: s for part in self.parts.values() for p, s in part.state.items()}
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for part in self.parts.values():
+            part.step()
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for part in self.parts.values():
+            part.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return {"parts": {name: part.state_dict() for name, part in self.parts.items()}}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        saved = state_dict.get("parts", {})
+        if saved.keys() != self.parts.keys():
+            raise SipError(f"the saved optimiser state has parts {sorted(saved)}, this optimiser {sorted(self.parts)}")
+        for name, part in self.parts.items():
+            part.load_state_dict(saved[name])
+
+
+def clip_grad_norm_(parameters, max_norm: float) -> torch.Tensor:
+    """torch's ``clip_grad_norm_`` (2-norm over all gradients), also for sparse gradients, which torch's
+    norm kernels reject: the total norm includes them, so clipping is what it would be with the TE table's
+    gradient dense."""
+    params = [p for p in parameters if p.grad is not None]
+    sparse = [p for p in params if p.grad.is_sparse]
+    if not sparse:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    dense = [p for p in params if not p.grad.is_sparse]
+    for p in sparse:
+        p.grad = p.grad.coalesce()  # a row repeated in the batch adds up: only then is the norm the values' norm
+    norms = [torch.nn.utils.get_total_norm([p.grad for p in dense])] + [p.grad.values().norm() for p in sparse]
+    total = torch.linalg.vector_norm(torch.stack(norms))
+    torch.nn.utils.clip_grads_with_norm_(dense, max_norm, total)
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)  # torch's coefficient
+    for p in sparse:
+        p.grad.mul_(coef)
+    return total
 
 
 def build_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: int, cooldown_steps: int = 0,
