@@ -8,6 +8,11 @@
    them (``dvc commit``).
 
 Jobs are resumable: a job whose output exists is skipped, so a second GPU call continues the first.
+
+Data too big to travel (the device carries 64 MiB; the gpu SIP-d4 pool is 150 MiB) is rebuilt on the host:
+``export`` adds a ``host_data`` job with the pool's own command and the content digest of each file built
+here, and ``handoff-run`` runs it first (without pynini: the pure-Python minimiser gives the same tables) and
+refuses to go on if the rebuilt tables differ. Rebuilt data is not packed: it is already here.
 """
 from __future__ import annotations
 
@@ -31,6 +36,9 @@ from sip_core.io import write_json
 # (prefix_table: 21 decodings of each test set), the T5 path).
 GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "prefix_tune", "prefix_table",
              "t5_finetune")
+HOST_RULE = "host_data"  # a pool rebuilt on the GPU host, checked against the digests of the local copy
+POOL_RULES = ("fst_pool", "set_pool")
+HOST_BUILD_BYTES = 32 * 2**20  # pools larger than this are rebuilt on the host instead of carried
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
@@ -47,6 +55,8 @@ def parse_dry_run(text: str) -> list[dict]:
             continue
         elif line.startswith("    output: "):
             job["output"] = [p.strip() for p in line[len("    output: "):].split(",")]
+        elif line.startswith("    input: "):
+            job["input"] = [p.strip() for p in line[len("    input: "):].split(",")]
         elif line.startswith("    wildcards: "):
             pairs = (kv.split("=", 1) for kv in line[len("    wildcards: "):].split(", "))
             job["wildcards"] = {k: v for k, v in pairs}
@@ -69,6 +79,8 @@ def order_jobs(jobs: list[dict]) -> list[dict]:
         return 0 if parent is None else 1 + depth(parent)
 
     def key(job):
+        if job["rule"] == HOST_RULE:
+            return (-1, 0, job["output"])
         model = job["wildcards"].get("model", "base")
         return (GPU_RULES.index(job["rule"]), depth(model) if job["rule"] == "pretrain" else 0, job["output"])
 
@@ -89,11 +101,41 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
     if dry.returncode != 0:
         raise SipError(f"snakemake dry run failed:\n{dry.stderr[-2000:]}")
     jobs = [j for j in parse_dry_run(dry.stdout + dry.stderr) if j["rule"] in GPU_RULES]
+    jobs += host_data_jobs(jobs, config)
     for job in jobs:
         job["cmd"] = _portable(job["cmd"])
     jobs = order_jobs(jobs)
     write_json({"scale": scale, "targets": targets, "jobs": jobs}, out)
     return jobs
+
+
+def host_data_jobs(gpu_jobs: list[dict], config: list[str]) -> list[dict]:
+    """``host_data`` jobs for the pools the GPU jobs read that are too big to carry: the pool rule's command
+    (all the host's cores) and the content digest of each file as built here."""
+    from sip_core.data.digest import table_digest, tree_bytes
+
+    pools = sorted({str(Path(p).parent) for job in gpu_jobs for p in job.get("input", [])
+                    if re.match(r"data/[^/]+/pretrain/[^/]+/[^/]+\.parquet$", p)})
+    big = [d for d in pools if Path(d).exists() and tree_bytes(d) > HOST_BUILD_BYTES]
+    if not big:
+        return []
+    files = [str(f) for d in big for f in sorted(Path(d).glob("*.parquet"))]
+    dry = snakemake(["-n", "-p", *config, "--forcerun", *files, "--", *files])
+    if dry.returncode != 0:
+        raise SipError(f"snakemake dry run of the pools failed:\n{dry.stderr[-2000:]}")
+    jobs = [j for j in parse_dry_run(dry.stdout + dry.stderr) if j["rule"] in POOL_RULES]
+    for job in jobs:
+        job["rule"] = HOST_RULE
+        job["cmd"] = re.sub(r"--workers \d+", "--workers $(nproc)", job["cmd"])
+        job["digests"] = {p: table_digest(p) for p in job["output"]}
+    return jobs
+
+
+def verify_host_data(job: dict) -> list[str]:
+    """The outputs of a ``host_data`` job whose content differs from the digests taken where it was exported."""
+    from sip_core.data.digest import table_digest
+
+    return [p for p, digest in job["digests"].items() if not Path(p).exists() or table_digest(p) != digest]
 
 
 def _done(job: dict) -> bool:
@@ -106,7 +148,12 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
     deadline = time.monotonic() + budget_min * 60
     done, failed = [], []
     for job in spec["jobs"]:
-        if _done(job):
+        if job["rule"] == HOST_RULE:
+            if _done(job) and not verify_host_data(job):
+                continue
+            for p in job["output"]:  # absent, or left half-way by a stopped call: rebuild
+                Path(p).unlink(missing_ok=True)
+        elif _done(job):
             continue
         remaining = deadline - time.monotonic()
         if remaining < 30:
@@ -123,6 +170,17 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
         if returncode is None:  # out of time: its staging directory stays for the next call on this host
             print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
             break
+        if job["rule"] == HOST_RULE:
+            differ = verify_host_data(job) if returncode == 0 else job["output"]
+            if differ:  # every later job reads this data: stop here rather than train on something else
+                print(f"[handoff] {job['output'][0]}: {'rebuilt data differs from' if returncode == 0 else 'failed to rebuild'}"
+                      f" the exported copy ({', '.join(differ)}); stopping", flush=True)
+                for p in job["output"]:  # nothing may read it by mistake later
+                    Path(p).unlink(missing_ok=True)
+                failed.append(job)
+                break
+            print(f"[handoff] {job['output'][0]}: rebuilt, content identical to the exported copy", flush=True)
+            continue
         (done if returncode == 0 and _done(job) else failed).append(job)
     pack([p for job in done for p in job["output"]], out_dir)
     pending = [j for j in spec["jobs"] if not _done(j)]
@@ -207,7 +265,9 @@ def register(commands, data_commands) -> None:
 
 
 def _print_export(jobs: list[dict], out: Path) -> int:
-    print(f"{len(jobs)} GPU jobs -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9")
+    host = sum(job["rule"] == HOST_RULE for job in jobs)
+    print(f"{len(jobs) - host} GPU jobs" + (f" and {host} pool(s) to rebuild there" if host else "") +
+          f" -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9")
     for job in jobs:
         print("  " + shlex.split(job["cmd"])[3] + " -> " + job["output"][0])
     return 0

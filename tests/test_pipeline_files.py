@@ -108,3 +108,55 @@ def test_per_model_settings_take_a_plain_value_or_a_map():
     assert pipeline.by_model(prefix_lr, "te") == 1.0 and pipeline.by_model(0.5, "te") == 0.5
     gpu = config.resolve(config.load(), "gpu")["finetune"]
     assert pipeline.by_model(gpu["prefix_length"], "sip-d4") == 80 and pipeline.by_model(gpu["prefix_length"], "te") == 50
+
+
+def _write_pool(directory: Path, values: list[int], **parquet_kw) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"x": values, "y": [str(v) for v in values]}), directory / "examples.parquet", **parquet_kw)
+
+
+def test_table_digest_sees_values_not_file_layout(tmp_path):
+    from sip_core.data.digest import table_digest
+    _write_pool(tmp_path / "a", list(range(5000)))
+    _write_pool(tmp_path / "b", list(range(5000)), row_group_size=700, compression="gzip")
+    _write_pool(tmp_path / "c", list(range(4999)) + [0])
+    digest = table_digest(tmp_path / "a" / "examples.parquet")
+    assert (tmp_path / "a" / "examples.parquet").read_bytes() != (tmp_path / "b" / "examples.parquet").read_bytes()
+    assert table_digest(tmp_path / "b" / "examples.parquet") == digest
+    assert table_digest(tmp_path / "c" / "examples.parquet") != digest
+
+
+def _host_job(script: str) -> dict:
+    from sip_core.data.digest import table_digest
+    return {"rule": handoff.HOST_RULE, "output": ["pool/examples.parquet"], "wildcards": {},
+            "cmd": f"python3 -c '{script}'", "digests": {"pool/examples.parquet": table_digest("ref/examples.parquet")}}
+
+
+def test_handoff_run_rebuilds_big_data_on_the_host_checks_it_and_does_not_pack_it(tmp_path, monkeypatch):
+    """A host_data job runs first; identical content lets the GPU jobs run (and a second call skips the
+    rebuild); different content stops the run before any job trains on it."""
+    import json
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    _write_pool(Path("ref"), list(range(300)))
+    build = ("import sys; sys.path.insert(0, \"{root}\"); from pathlib import Path; "
+             "from tests.test_pipeline_files import _write_pool; _write_pool(Path(\"pool\"), list(range({n})), compression=\"gzip\")")
+    train = {"rule": "finetune", "output": ["ckpt/model.safetensors"], "wildcards": {},
+             "cmd": "mkdir -p ckpt && test -f pool/examples.parquet && touch ckpt/model.safetensors"}
+    for n, expect in ((300, {"done": 1, "failed": 0, "pending": 0}), (299, {"done": 0, "failed": 1, "pending": 2})):
+        for p in ("pool", "ckpt"):
+            if Path(p).exists():
+                import shutil
+                shutil.rmtree(p)
+        jobs = [train, _host_job(build.format(root=ROOT, n=n))]
+        Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": handoff.order_jobs(jobs)}))
+        summary = handoff.run(Path("jobs.json"), tmp_path / f"out{n}", budget_min=2)
+        assert summary == expect, n
+        assert Path("ckpt/model.safetensors").exists() == (n == 300)
+    names = tarfile.open(tmp_path / "out300" / "handoff-00.tar").getnames()
+    assert names == ["ckpt/model.safetensors"]  # the rebuilt pool stays on the host
+    _write_pool(Path("pool"), list(range(300)))  # a later call: the pool is there and right, so not rebuilt
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": [_host_job("raise SystemExit(1)")]}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out-again", budget_min=1)["failed"] == 0
