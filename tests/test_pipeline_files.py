@@ -129,9 +129,11 @@ def test_table_digest_sees_values_not_file_layout(tmp_path):
 
 
 def _host_job(script: str) -> dict:
+    import sys
     from sip_core.data.digest import table_digest
     return {"rule": handoff.HOST_RULE, "output": ["pool/examples.parquet"], "wildcards": {},
-            "cmd": f"python3 -c '{script}'", "digests": {"pool/examples.parquet": table_digest("ref/examples.parquet")}}
+            "cmd": f"{sys.executable} -c '{script}'",  # this interpreter: a bare python3 may lack pyarrow
+            "digests": {"pool/examples.parquet": table_digest("ref/examples.parquet")}}
 
 
 def test_handoff_run_rebuilds_big_data_on_the_host_checks_it_and_does_not_pack_it(tmp_path, monkeypatch):
