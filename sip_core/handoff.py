@@ -41,7 +41,11 @@ POOL_RULES = ("fst_pool", "set_pool")
 HOST_BUILD_BYTES = 32 * 2**20  # pools larger than this are rebuilt on the host instead of carried
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
+MAX_PARTS = 8  # files the device brings back from one call
+ARCHIVE = "handoff.tar"
+RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included): stays on the host
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
+PRETRAIN_MARGIN = 90  # seconds a time-limited pre-training keeps for its checkpoint, evaluation and save
 
 
 def parse_dry_run(text: str) -> list[dict]:
@@ -139,7 +143,19 @@ def verify_host_data(job: dict) -> list[str]:
 
 
 def _done(job: dict) -> bool:
-    return all(Path(p).exists() for p in job["output"])
+    """All outputs exist, and a pre-training the hand-off limited in time (it writes its model also when
+    stopped) has finished."""
+    if not all(Path(p).exists() for p in job["output"]):
+        return False
+    return _pretrain_status(job) in (None, "finished")
+
+
+def _pretrain_status(job: dict) -> str | None:
+    """The recorded status of a pre-training job that runs under the hand-off's time limit (None otherwise)."""
+    if job["rule"] != "pretrain" or "--max-minutes" in job["cmd"]:  # its own limit is part of its recipe
+        return None
+    metrics = Path(job["output"][0]).parent / "pretrain_metrics.json"
+    return json.loads(metrics.read_text()).get("status") if metrics.exists() else "absent"
 
 
 def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
@@ -160,14 +176,14 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
             break
         for p in job["output"]:
             Path(p).parent.mkdir(parents=True, exist_ok=True)
-        log = re.search(r"> (\S+) 2>&1$", job["cmd"])
-        if log:
-            Path(log.group(1)).parent.mkdir(parents=True, exist_ok=True)
-        cmd = job["cmd"] + (f" --max-minutes {remaining / 60 - 0.5:.1f}" if job["rule"] == "pretrain" and
-                            "--max-minutes" not in job["cmd"] else "")
+        for log in _log(job):
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
+        cmd = job["cmd"] + (f" --max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f}" if job["rule"] == "pretrain"
+                            and "--max-minutes" not in job["cmd"] else "")
         print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
         returncode = _run_until(cmd, deadline - PACK_SECONDS)
-        if returncode is None:  # out of time: its staging directory stays for the next call on this host
+        if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
+            # out of time: its checkpoint or staging directory stays for the next call on this host
             print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
             break
         if job["rule"] == HOST_RULE:
@@ -182,7 +198,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
             print(f"[handoff] {job['output'][0]}: rebuilt, content identical to the exported copy", flush=True)
             continue
         (done if returncode == 0 and _done(job) else failed).append(job)
-    pack([p for job in done for p in job["output"]], out_dir)
+    pack([p for job in done for p in job["output"] + _log(job)], out_dir)
     pending = [j for j in spec["jobs"] if not _done(j)]
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
@@ -206,38 +222,72 @@ def _run_until(cmd: str, deadline: float) -> int | None:
         return None
 
 
+def _log(job: dict) -> list[str]:
+    """The log file a job's command writes (``> LOG 2>&1``), if any."""
+    log = re.search(r"> (\S+) 2>&1$", job["cmd"])
+    return [log.group(1)] if log else []
+
+
 def pack(paths: list[str], out_dir: Path) -> list[Path]:
-    """Tar the outputs (a checkpoint's whole directory) into parts of at most PART_BYTES each."""
+    """Tar the outputs (a checkpoint's whole directory, without its resume state) into one archive, written
+    as parts of at most PART_BYTES each (``handoff.tar.00``, ``.01``, ...): a bf16 model of the gpu scale
+    (~37 MB) is larger than one part."""
     files = []
     for p in paths:
-        root = Path(p).parent if Path(p).is_file() else Path(p)
-        files += sorted(f for f in root.rglob("*") if f.is_file())
-    files = sorted(set(files))
-    parts, part, size = [], None, 0
+        root = Path(p).parent if Path(p).is_file() and p.endswith(".safetensors") else Path(p)
+        if root.is_file():
+            files.append(root)
+            continue
+        files += [f for f in root.rglob("*") if f.is_file() and RESUME_DIR not in f.relative_to(root).parts]
     out_dir.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        fsize = f.stat().st_size
-        if fsize > PART_BYTES:
-            raise SipError(f"{f} is {fsize / 2**20:.1f} MiB, more than one hand-off part can carry")
-        if part is None or size + fsize > PART_BYTES:
-            if part:
-                part.close()
-            parts.append(out_dir / f"handoff-{len(parts):02d}.tar")
-            part, size = tarfile.open(parts[-1], "w"), 0
-        part.add(f)
-        size += fsize
-    if part:
-        part.close()
+    for old in out_dir.glob(f"{ARCHIVE}.*"):
+        old.unlink()
+    if not files:
+        return []
+    whole = out_dir / f".{ARCHIVE}.partial"
+    with tarfile.open(whole, "w") as tar:
+        for f in sorted(set(files)):
+            tar.add(f)
+    parts = []
+    with open(whole, "rb") as src:
+        while chunk := src.read(PART_BYTES):
+            parts.append(out_dir / f"{ARCHIVE}.{len(parts):02d}")
+            parts[-1].write_bytes(chunk)
+    whole.unlink()
+    if len(parts) > MAX_PARTS:
+        print(f"[handoff] warning: {len(parts)} parts; the device brings back {MAX_PARTS} files a call", flush=True)
     return parts
+
+
+def _joined(parts: list[Path], tmp_dir: Path) -> Path:
+    """One archive from its parts (given in any order; a plain .tar passes through)."""
+    if len(parts) == 1 and parts[0].suffix == ".tar":
+        return parts[0]
+    names = sorted(parts, key=lambda p: p.name)
+    expected = [f"{ARCHIVE}.{i:02d}" for i in range(len(names))]
+    if [p.name for p in names] != expected:
+        raise SipError(f"hand-off parts must be {ARCHIVE}.00 .. .{len(names) - 1:02d} of one call, "
+                       f"got {', '.join(p.name for p in names)}")
+    whole = tmp_dir / ARCHIVE
+    with open(whole, "wb") as out:
+        for part in names:
+            out.write(part.read_bytes())
+    return whole
 
 
 def import_archives(archives: list[Path], scale: str, targets: list[str]) -> None:
     """Unpack returned outputs, then tell Snakemake and DVC they are complete."""
-    for archive in archives:
-        with tarfile.open(archive) as tar:
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = _joined(archives, Path(tmp))
+        try:
+            tar = tarfile.open(archive)
+        except tarfile.TarError as err:
+            raise SipError(f"{archive.name}: not a complete hand-off archive ({err}); were all parts given?") from None
+        with tar:
             for member in tar.getmembers():
                 if member.name.startswith("/") or ".." in Path(member.name).parts:
-                    raise SipError(f"{archive}: unsafe path {member.name!r}")
+                    raise SipError(f"{archive.name}: unsafe path {member.name!r}")
             tar.extractall(".", filter="data")
     touch = snakemake(["--touch", "-j1", "--config", f"scale={scale}", "--", *targets])
     if touch.returncode != 0:

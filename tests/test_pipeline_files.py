@@ -56,17 +56,41 @@ def test_handoff_orders_parents_before_children_and_fine_tuning_last():
     assert jobs[3]["output"] == ["data/gpu/probe/probe.safetensors", "data/gpu/probe/probing.json"]
 
 
-def test_handoff_packs_outputs_into_bounded_parts_and_unpacks_them(tmp_path, monkeypatch):
+def _archive_names(out_dir: Path) -> list[str]:
+    parts = sorted(out_dir.glob(f"{handoff.ARCHIVE}.*"))
+    return sorted(tarfile.open(handoff._joined(parts, out_dir)).getnames())
+
+
+def test_handoff_packs_a_checkpoint_without_its_resume_state_in_parts_that_import_joins(tmp_path, monkeypatch):
+    """A model larger than one part still travels (split, then joined on import); the optimiser state in
+    checkpoints/ stays on the host; parts given out of order or incomplete are refused with a message."""
+    import pytest
+    from sip_core.errors import SipError
     monkeypatch.chdir(tmp_path)
-    run = Path("data/gpu/runs/sip-d4/uc-s4/uc-s4-0")
-    run.mkdir(parents=True)
-    (run / "metrics.json").write_text("{}")
-    (run / "predictions.parquet").write_bytes(b"x" * 1000)
+    ckpt = Path("data/gpu/checkpoints/sip-d4")
+    (ckpt / "checkpoints" / "step-000000010").mkdir(parents=True)
+    (ckpt / "checkpoints" / "step-000000010" / "state.pt").write_bytes(b"s" * 5000)
+    model = bytes(range(256)) * 20  # 5,120 bytes: four parts of 1,500
+    (ckpt / "model.safetensors").write_bytes(model)
+    (ckpt / "config.json").write_text("{}")
+    Path("logs").mkdir()
+    Path("logs/sip-d4.log").write_text("done")
+    Path("logs/other.log").write_text("not this job's")
     monkeypatch.setattr(handoff, "PART_BYTES", 1500)
-    parts = handoff.pack(["data/gpu/runs/sip-d4/uc-s4"], tmp_path / "out")
-    assert len(parts) == 1
-    names = tarfile.open(parts[0]).getnames()
-    assert sorted(names) == sorted(str(p) for p in run.iterdir())
+    parts = handoff.pack([str(ckpt / "model.safetensors"), "logs/sip-d4.log"], tmp_path / "out")
+    assert [p.name for p in parts] == [f"handoff.tar.{i:02d}" for i in range(len(parts))] and len(parts) > 4
+    assert all(p.stat().st_size <= 1500 for p in parts)
+    assert _archive_names(tmp_path / "out") == sorted([str(ckpt / "config.json"), str(ckpt / "model.safetensors"),
+                                                       "logs/sip-d4.log"])
+    monkeypatch.setattr(handoff, "snakemake", lambda args: type("P", (), {"returncode": 0})())
+    dest = tmp_path / "here"
+    dest.mkdir()
+    monkeypatch.chdir(dest)
+    with pytest.raises(SipError, match="parts must be"):
+        handoff.import_archives(parts[1:], "gpu", ["t"])
+    handoff.import_archives(list(reversed(parts)), "gpu", ["t"])
+    assert (dest / ckpt / "model.safetensors").read_bytes() == model
+    assert not (dest / ckpt / "checkpoints").exists()
 
 
 def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_path, monkeypatch):
@@ -83,7 +107,7 @@ def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_p
     summary = handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=35 / 60)
     assert time.monotonic() - started < 60
     assert summary == {"done": 1, "failed": 0, "pending": 1}
-    assert tarfile.open(tmp_path / "out" / "handoff-00.tar").getnames() == ["runs/quick/metrics.json"]
+    assert _archive_names(tmp_path / "out") == ["runs/quick/metrics.json"]
 
 
 def test_the_local_profile_is_the_one_snakemake_loads_by_itself():
@@ -157,8 +181,27 @@ def test_handoff_run_rebuilds_big_data_on_the_host_checks_it_and_does_not_pack_i
         summary = handoff.run(Path("jobs.json"), tmp_path / f"out{n}", budget_min=2)
         assert summary == expect, n
         assert Path("ckpt/model.safetensors").exists() == (n == 300)
-    names = tarfile.open(tmp_path / "out300" / "handoff-00.tar").getnames()
+    names = _archive_names(tmp_path / "out300")
     assert names == ["ckpt/model.safetensors"]  # the rebuilt pool stays on the host
     _write_pool(Path("pool"), list(range(300)))  # a later call: the pool is there and right, so not rebuilt
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": [_host_job("raise SystemExit(1)")]}))
     assert handoff.run(Path("jobs.json"), tmp_path / "out-again", budget_min=1)["failed"] == 0
+
+
+def test_a_pretraining_stopped_by_the_handoff_budget_is_resumed_not_taken_as_done(tmp_path, monkeypatch):
+    """Pre-training writes its model also when stopped by the time limit the hand-off gives it: that model is
+    neither packed nor skipped by the next call, which resumes the run until its status is "finished"."""
+    import json
+    import sys
+    monkeypatch.chdir(tmp_path)
+    script = ("import json, pathlib; c = pathlib.Path(\"ckpt\"); c.mkdir(exist_ok=True); "
+              "n = len(list(c.glob(\"call*\"))); (c / f\"call{n}\").touch(); (c / \"model.safetensors\").touch(); "
+              "(c / \"pretrain_metrics.json\").write_text(json.dumps({\"status\": \"finished\" if n else \"time_limit\"}))")
+    job = {"rule": "pretrain", "output": ["ckpt/model.safetensors"], "wildcards": {"model": "sip-d4"},
+           "cmd": f"{sys.executable} -c '{script}' > logs/pretrain.log 2>&1"}
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": [job]}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out1", budget_min=1) == {"done": 0, "failed": 0, "pending": 1}
+    assert not list((tmp_path / "out1").glob("handoff.tar.*"))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out2", budget_min=1) == {"done": 1, "failed": 0, "pending": 0}
+    assert "ckpt/call1" in _archive_names(tmp_path / "out2") and "logs/pretrain.log" in _archive_names(tmp_path / "out2")
+    assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=1) == {"done": 0, "failed": 0, "pending": 0}

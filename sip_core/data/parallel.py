@@ -36,9 +36,15 @@ class CandidateStream:
             self._pool = mp.get_context("fork").Pool(self.workers)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         if self._pool is not None:
-            self._pool.terminate()
+            if exc_type is None:
+                # close + join lets the wave still in flight finish (bounded waste). Pool.terminate() can
+                # hang for ever when a worker blocked reading the task queue holds its lock: a 500k-FST
+                # build on a 16-core host stalled for > 8 minutes after its last FST that way.
+                self._pool.close()
+            else:
+                self._pool.terminate()
             self._pool.join()
             self._pool = None
 

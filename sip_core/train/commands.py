@@ -73,6 +73,9 @@ def register(commands, data_commands) -> None:
                         "preemptible nodes or Snakemake runs, whose rules do not pass it)")
     g.add_argument("--checkpoint-minutes", type=float, default=15.0)
     g.add_argument("--log-every", type=int, default=50)
+    g.add_argument("--save-dtype", choices=["fp32", "bf16"], default="fp32",
+                   help="dtype of the saved weights (training keeps fp32 master weights either way; bf16 halves "
+                        "the file, e.g. so that a GPU host's model travels back)")
     _add_runtime(p, "tf32")
     _add_nproc(p)
     p.set_defaults(func=_pretrain)
@@ -165,7 +168,8 @@ def _pretrain(args) -> int:
         eval_max=args.eval_max, eval_batch_size=args.eval_batch_size, max_minutes=args.max_minutes,
         checkpoint_every=args.checkpoint_every, checkpoint_minutes=args.checkpoint_minutes,
         log_every=args.log_every, device=args.device, threads=args.threads, progress=not args.no_progress,
-        state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start)
+        state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start,
+        save_dtype=args.save_dtype)
     metrics = run(opts)
     return 0 if metrics["status"] in ("finished", "time_limit") else 1
 

@@ -78,6 +78,7 @@ class PretrainOptions:
     state_loss: float = 0.0        # weight of the auxiliary FST-state loss on the encoder (0: off)
     curriculum_steps: int = 0      # length curriculum over the first N optimiser steps (0: off)
     curriculum_start: int = 5      # input length (characters) allowed at step 0
+    save_dtype: str = "fp32"       # dtype of the saved model.safetensors (bf16: half the size, so it travels)
     extra: dict = field(default_factory=dict)
 
 
@@ -398,13 +399,13 @@ def run(opts: PretrainOptions) -> dict:
         bar.close()
     if loss_count:  # a partial logging window (time limit) still counts as training time
         state["train_seconds"] += time.monotonic() - window_start
-    if status != "diverged":
+    save_state()  # before the final evaluation: a run stopped by its time limit must be resumable even if
+    if status != "diverged":  # whoever set that limit kills it during the evaluation
         evaluate_now()
-    save_state()
     if not dist.is_main:  # rank 0 writes the outputs
         dist.close()
         return {"status": status}
-    save_model(model, out)
+    save_model(model, out, dtype=torch.bfloat16 if opts.save_dtype == "bf16" else None)
     if prefix_mode == "fst":
         save_prefix_init(out, _prefix_sample(pool, opts.prefix_sample, opts.seed))
     metrics = write_metrics(status)
