@@ -80,7 +80,8 @@ def stages(params: dict) -> dict:
             stage = {
                 "cmd": SNAKEMAKE.format(scale=scale) + f" data/{scale}/checkpoints/{ckpt}/model.safetensors",
                 "deps": CODE_DEPS + ([f"data/{scale}/checkpoints/{pipeline.MODELS[ckpt].parent}"]
-                                     if pipeline.MODELS[ckpt].parent else []),
+                                     if pipeline.MODELS[ckpt].parent else [])
+                        + [p for p in [pipeline.released_checkpoint(resolved, ckpt)] if p],
                 "params": _params(params, scale, jobscope.pretrain_keys(ckpt)),
                 "outs": [{f"data/{scale}/checkpoints/{ckpt}": {"persist": True}}],
             }

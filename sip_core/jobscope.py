@@ -20,6 +20,8 @@ from sip_core.errors import SipError
 EXCLUDE_POOLS = ("d4", "d4plus", "d4long")
 T5_TABLE_SETTINGS = {"table8": ["iteration-s4", "uc-s4"], "table9": ["bimachine-iteration", "bimachine-uc"],
                      "table10": ["g2p-ascii"]}
+# Settings that count towards a hash only where set: adding one to params.yaml reruns nothing else.
+OPTIONAL_KEYS = ("model.released.",)
 # The tables whose runs the significance report reads (workflow/rules/common.smk: significance_tables).
 SIGNIFICANCE_TABLES = ("table1", "table2", "table3", "table4", "table6", "table7", "table11")
 
@@ -36,7 +38,9 @@ def lookup(resolved: dict, key: str):
 
 def settings_hash(resolved: dict, keys: list[str]) -> str:
     """A short stable hash of the values at ``keys`` (what a job's outputs record as params_hash)."""
-    blob = json.dumps({k: lookup(resolved, k) for k in sorted(set(keys))}, sort_keys=True, separators=(",", ":"))
+    values = {k: lookup(resolved, k) for k in sorted(set(keys))}
+    values = {k: v for k, v in values.items() if v is not None or not k.startswith(OPTIONAL_KEYS)}
+    blob = json.dumps(values, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -48,7 +52,7 @@ def pretrain_keys(model: str) -> list[str]:
     """Pre-training of ``model``'s checkpoint: shape, init, its pool, its hyper-parameters, its parent's."""
     spec = pipeline.MODELS[model]
     own = ["seed", "model.init", "model.shape", f"pretrain.{'continued' if spec.parent else spec.variant}",
-           f"data.pools.{spec.pool}"]
+           f"data.pools.{spec.pool}", f"model.released.{model}"]
     return _unique((pretrain_keys(spec.parent) if spec.parent else []) + own)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 
 
@@ -58,6 +59,34 @@ def by_model(mapping, model: str):
     if not isinstance(mapping, dict):
         return mapping
     return mapping.get(MODELS[model].hparams, mapping["default"])
+
+
+# params `model.shape` keys -> the T5 config's names (a released checkpoint's config.json, key "t5")
+SHAPE_CONFIG_KEYS = {"d_model": "d_model", "d_ff": "d_ff", "num_layers": "num_layers",
+                     "num_decoder_layers": "num_decoder_layers", "num_heads": "num_heads", "d_kv": "d_kv",
+                     "dropout": "dropout_rate", "rel_buckets": "relative_attention_num_buckets",
+                     "rel_max_distance": "relative_attention_max_distance"}
+
+
+def released_checkpoint(resolved: dict, model: str) -> str | None:
+    """The released checkpoint directory a scale uses for ``model`` instead of pre-training it (params
+    ``model.released``), or None. Its shape must be the scale's ``model.shape``: the base row and the other
+    pre-trained models are built at that shape, and a comparison across shapes would not be one."""
+    import json
+
+    from sip_core.errors import SipError
+    path = (resolved["model"].get("released") or {}).get(model)
+    if path is None:
+        return None
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        raise SipError(f"model.released.{model}: {path} has no config.json (not a released SIP checkpoint)")
+    t5 = json.loads(config.read_text(encoding="utf-8")).get("t5", {})
+    differ = [f"{key} {resolved['model']['shape'][key]} vs {t5.get(name)}" for key, name in SHAPE_CONFIG_KEYS.items()
+              if key in resolved["model"]["shape"] and t5.get(name) != resolved["model"]["shape"][key]]
+    if differ:
+        raise SipError(f"model.released.{model}: {path} is not of this scale's model.shape ({', '.join(differ)})")
+    return path
 
 
 def pretrain_settings(resolved: dict, model: str) -> dict:

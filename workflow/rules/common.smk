@@ -1,6 +1,7 @@
 # Shared by all rule files. The validated params, the effective settings of a scale, and the
 # functions that turn settings into `sip` arguments and input paths (rule files hold only rules).
 import os
+import re
 import sys
 
 sys.path.insert(0, workflow.basedir)  # sip_core importable from a checkout without installation
@@ -91,6 +92,24 @@ def init_arg(wildcards, input):
     if getattr(input, "parent", None):
         return f"--init {os.path.dirname(input.parent)}"
     return f"--init {S(wildcards)['model']['init']}"
+
+
+# Checkpoints a scale takes from a released model instead of pre-training it (params `model.released`), as
+# "<scale>/checkpoints/<model>" alternatives: the use_release rule's only outputs, so that no other
+# checkpoint is ambiguous between it and `pretrain`.
+RELEASED = {f"{scale}/checkpoints/{model}": (scale, model) for scale in PARAMS["scales"]
+            for model in (sip_config.resolve(PARAMS, scale)["model"].get("released") or {})}
+RELEASED_PATTERN = "|".join(re.escape(k) for k in RELEASED) or "(?!)"  # (?!): matches nothing
+
+
+def released_input(wildcards):
+    scale, model = RELEASED[wildcards.released]
+    return os.path.join(pipeline.released_checkpoint(sip_config.resolve(PARAMS, scale), model), "model.safetensors")
+
+
+def released_scope(wildcards):
+    scale, model = RELEASED[wildcards.released]
+    return jobscope.settings_hash(sip_config.resolve(PARAMS, scale), jobscope.pretrain_keys(model))
 
 
 def pretrain_inputs(wildcards):

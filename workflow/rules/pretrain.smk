@@ -1,6 +1,10 @@
 # Pre-trained checkpoints: data/{scale}/checkpoints/{model}/ (config.json + model.safetensors).
 # Continued pre-training (d4+, nd7, d4-long) starts from its parent's checkpoint; `base` has none
-# (fine-tuning initialises it: scratch or a from_pretrained path).
+# (fine-tuning initialises it: scratch or a from_pretrained path). A scale may take a model from a released
+# checkpoint instead (params `model.released`; the cpu scale's SIP models, DESIGN §8): rule use_release.
+
+
+ruleorder: use_release > pretrain
 
 
 rule pretrain:
@@ -30,3 +34,25 @@ rule pretrain:
     shell:
         "python -m sip_core.cli pretrain --variant {params.variant} --data {params.data} {params.init} {params.shape}"
         " {params.train} --seed {params.seed} --out {params.out} > {log} 2>&1"
+
+
+rule use_release:
+    input:
+        released_input,
+    output:
+        "data/{released}/model.safetensors",
+    wildcard_constraints:
+        released=RELEASED_PATTERN,
+    params:
+        src=lambda wc, input: os.path.dirname(input[0]),
+        out=lambda wc, output: os.path.dirname(output[0]),
+        scope=released_scope,
+    log:
+        "logs/{released}/use-release.log",
+    threads: 1
+    resources:
+        runtime=10,
+    conda:
+        CONDA_ENV
+    shell:
+        "python -m sip_core.cli use-release {params.src} --out {params.out} > {log} 2>&1"
