@@ -46,6 +46,7 @@ ARCHIVE = "handoff.tar"
 RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included): stays on the host
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
 PRETRAIN_MARGIN = 90  # seconds a time-limited pre-training keeps for its checkpoint, evaluation and save
+SAFETY_CHECKPOINT_MIN = 3  # ... and its checkpoints meanwhile (the gpu shape's resume state: ~2 s to write)
 
 
 def parse_dry_run(text: str) -> list[dict]:
@@ -178,8 +179,11 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
             Path(p).parent.mkdir(parents=True, exist_ok=True)
         for log in _log(job):
             Path(log).parent.mkdir(parents=True, exist_ok=True)
-        cmd = job["cmd"] + (f" --max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f}" if job["rule"] == "pretrain"
-                            and "--max-minutes" not in job["cmd"] else "")
+        cmd = job["cmd"]
+        if _pretrain_status(job) is not None:  # the budget as its time limit, checkpoints meanwhile
+            if remaining < PRETRAIN_MARGIN + 30:
+                break
+            cmd += f" --max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f} --checkpoint-minutes {SAFETY_CHECKPOINT_MIN}"
         print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
         returncode = _run_until(cmd, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):

@@ -196,12 +196,16 @@ def test_a_pretraining_stopped_by_the_handoff_budget_is_resumed_not_taken_as_don
     monkeypatch.chdir(tmp_path)
     script = ("import json, pathlib; c = pathlib.Path(\"ckpt\"); c.mkdir(exist_ok=True); "
               "n = len(list(c.glob(\"call*\"))); (c / f\"call{n}\").touch(); (c / \"model.safetensors\").touch(); "
-              "(c / \"pretrain_metrics.json\").write_text(json.dumps({\"status\": \"finished\" if n else \"time_limit\"}))")
+              "(c / \"pretrain_metrics.json\").write_text(json.dumps({\"status\": \"finished\" if n else \"time_limit\"})); "
+              "import sys; (c / \"argv\").write_text(\" \".join(sys.argv[1:]))")
     job = {"rule": "pretrain", "output": ["ckpt/model.safetensors"], "wildcards": {"model": "sip-d4"},
            "cmd": f"{sys.executable} -c '{script}' > logs/pretrain.log 2>&1"}
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": [job]}))
-    assert handoff.run(Path("jobs.json"), tmp_path / "out1", budget_min=1) == {"done": 0, "failed": 0, "pending": 1}
+    assert handoff.run(Path("jobs.json"), tmp_path / "out1", budget_min=2.2) == {"done": 0, "failed": 0, "pending": 1}
     assert not list((tmp_path / "out1").glob("handoff.tar.*"))
-    assert handoff.run(Path("jobs.json"), tmp_path / "out2", budget_min=1) == {"done": 1, "failed": 0, "pending": 0}
+    limit = Path("ckpt/argv").read_text().split()  # the budget less the margin, and checkpoints meanwhile
+    assert float(limit[limit.index("--max-minutes") + 1]) <= 2.2 - handoff.PRETRAIN_MARGIN / 60
+    assert limit[limit.index("--checkpoint-minutes") + 1] == str(handoff.SAFETY_CHECKPOINT_MIN)
+    assert handoff.run(Path("jobs.json"), tmp_path / "out2", budget_min=2.2) == {"done": 1, "failed": 0, "pending": 0}
     assert "ckpt/call1" in _archive_names(tmp_path / "out2") and "logs/pretrain.log" in _archive_names(tmp_path / "out2")
-    assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=1) == {"done": 0, "failed": 0, "pending": 0}
+    assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=2.2) == {"done": 0, "failed": 0, "pending": 0}
