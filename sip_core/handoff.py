@@ -165,25 +165,13 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
     deadline = time.monotonic() + budget_min * 60
     done, failed = [], []
     for job in spec["jobs"]:
-        if job["rule"] == HOST_RULE:
-            if _done(job) and not verify_host_data(job):
-                continue
-            for p in job["output"]:  # absent, or left half-way by a stopped call: rebuild
-                Path(p).unlink(missing_ok=True)
-        elif _done(job):
+        if not _needs_run(job):
             continue
-        remaining = deadline - time.monotonic()
-        if remaining < 30:
+        cmd = _command(job, remaining=deadline - time.monotonic())
+        if cmd is None:  # too little budget left to start it
             break
-        for p in job["output"]:
+        for p in job["output"] + _log(job):
             Path(p).parent.mkdir(parents=True, exist_ok=True)
-        for log in _log(job):
-            Path(log).parent.mkdir(parents=True, exist_ok=True)
-        cmd = job["cmd"]
-        if _pretrain_status(job) is not None:  # the budget as its time limit, checkpoints meanwhile
-            if remaining < PRETRAIN_MARGIN + 30:
-                break
-            cmd += f" --max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f} --checkpoint-minutes {SAFETY_CHECKPOINT_MIN}"
         print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
         returncode = _run_until(cmd, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
@@ -191,15 +179,9 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
             print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
             break
         if job["rule"] == HOST_RULE:
-            differ = verify_host_data(job) if returncode == 0 else job["output"]
-            if differ:  # every later job reads this data: stop here rather than train on something else
-                print(f"[handoff] {job['output'][0]}: {'rebuilt data differs from' if returncode == 0 else 'failed to rebuild'}"
-                      f" the exported copy ({', '.join(differ)}); stopping", flush=True)
-                for p in job["output"]:  # nothing may read it by mistake later
-                    Path(p).unlink(missing_ok=True)
+            if not _host_data_ok(job, returncode):  # every later job reads this data: stop here
                 failed.append(job)
                 break
-            print(f"[handoff] {job['output'][0]}: rebuilt, content identical to the exported copy", flush=True)
             continue
         (done if returncode == 0 and _done(job) else failed).append(job)
     pack([p for job in done for p in job["output"] + _log(job)], out_dir)
@@ -207,6 +189,44 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
     return summary
+
+
+def _needs_run(job: dict) -> bool:
+    if job["rule"] != HOST_RULE:
+        return not _done(job)
+    if not verify_host_data(job):  # present and identical to the exported copy
+        return False
+    _remove_outputs(job)  # absent, or left half-way by a stopped call: rebuild
+    return True
+
+
+def _command(job: dict, remaining: float) -> str | None:
+    """The job's command; a pre-training gets the budget as its time limit and checkpoints meanwhile.
+    None if the budget left is too short to start it."""
+    if _pretrain_status(job) is None:
+        return job["cmd"] if remaining >= 30 else None
+    if remaining < PRETRAIN_MARGIN + 30:
+        return None
+    return job["cmd"] + (f" --max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f}"
+                         f" --checkpoint-minutes {SAFETY_CHECKPOINT_MIN}")
+
+
+def _host_data_ok(job: dict, returncode: int) -> bool:
+    """A rebuilt pool is kept only if its content equals the exported copy's; otherwise it is deleted, so
+    that nothing reads it by mistake later."""
+    differ = verify_host_data(job) if returncode == 0 else job["output"]
+    if not differ:
+        print(f"[handoff] {job['output'][0]}: rebuilt, content identical to the exported copy", flush=True)
+        return True
+    print(f"[handoff] {job['output'][0]}: {'rebuilt data differs from' if returncode == 0 else 'failed to rebuild'}"
+          f" the exported copy ({', '.join(differ)}); stopping", flush=True)
+    _remove_outputs(job)
+    return False
+
+
+def _remove_outputs(job: dict) -> None:
+    for p in job["output"]:
+        Path(p).unlink(missing_ok=True)
 
 
 def _run_until(cmd: str, deadline: float) -> int | None:
