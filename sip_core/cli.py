@@ -18,6 +18,7 @@ AREAS = (
     "sip_core.data.commands",     # sip data d4|d4plus|d4long|nd7|set|eval|length|probe|stats
     "sip_core.tasks.commands",    # sip data fetch|g2p|sygus
     "sip_core.train.commands",    # sip pretrain|finetune|evaluate|predict
+    "sip_core.model.release",     # sip use-release (a released checkpoint as a scale's model)
     "sip_core.report.commands",   # sip table|report
     "sip_core.analysis.commands", # sip probe train|report, sip data length-bucket
     "sip_core.analysis.appendix_commands",  # sip prefix distractors|analyse, sip t5 standin|ascii|table

@@ -257,11 +257,11 @@ def pack(paths: list[str], out_dir: Path) -> list[Path]:
     as parts of at most PART_BYTES each (``handoff.tar.00``, ``.01``, ...): a bf16 model of the gpu scale
     (~37 MB) is larger than one part."""
     files = []
-    for p in paths:
-        root = Path(p).parent if Path(p).is_file() and p.endswith(".safetensors") else Path(p)
-        if root.is_file():
-            files.append(root)
+    for p in map(Path, paths):
+        if p.is_file() and p.suffix != ".safetensors":  # a log, a table: itself
+            files.append(p)
             continue
+        root = p.parent if p.is_file() else p  # a model: its checkpoint directory
         files += [f for f in root.rglob("*") if f.is_file() and RESUME_DIR not in f.relative_to(root).parts]
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob(f"{ARCHIVE}.*"):

@@ -27,7 +27,7 @@ def use_release(src: str | Path, out: str | Path) -> list[str]:
     return copied
 
 
-def register(commands) -> None:
+def register(commands, data_commands) -> None:
     p = commands.add_parser("use-release", help="copy a released SIP checkpoint (models/...) to a checkpoint directory")
     p.add_argument("src", help="the released checkpoint directory, e.g. models/sip-d4")
     p.add_argument("--out", required=True)

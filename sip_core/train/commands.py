@@ -32,8 +32,6 @@ def _add_runtime(p: argparse.ArgumentParser, precision_default: str) -> None:
 
 
 def register(commands, data_commands) -> None:
-    from sip_core.model import release
-    release.register(commands)
     p = commands.add_parser("pretrain", help="pre-train a SIP / TE / Naive / Set model")
     p.add_argument("--variant", required=True, choices=["sip", "te", "naive", "set"])
     p.add_argument("--data", required=True, help="pool directory with examples.parquet (+ fsts.parquet)")

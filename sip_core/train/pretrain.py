@@ -399,8 +399,10 @@ def run(opts: PretrainOptions) -> dict:
         bar.close()
     if loss_count:  # a partial logging window (time limit) still counts as training time
         state["train_seconds"] += time.monotonic() - window_start
-    save_state()  # before the final evaluation: a run stopped by its time limit must be resumable even if
-    if status != "diverged":  # whoever set that limit kills it during the evaluation
+    # Save before the final evaluation: a run stopped by its time limit must be resumable even if whoever
+    # set that limit kills it during the evaluation.
+    save_state()
+    if status != "diverged":
         evaluate_now()
     if not dist.is_main:  # rank 0 writes the outputs
         dist.close()
