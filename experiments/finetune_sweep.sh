@@ -32,7 +32,7 @@ for variant in "$@"; do
   done
 done
 # LIMIT_S: stop unfinished runs after that many seconds, so that what finished still comes back
-if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; kill "${pids[@]}" 2>/dev/null) & watchdog=$!; fi
+if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; kill "${pids[@]}" 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; fi  # detached from stdout: a pipe reader must not wait for the sleep
 wait "${pids[@]}"
 [[ -n ${watchdog:-} ]] && kill $watchdog 2>/dev/null
 tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='*.safetensors' --exclude='checkpoints' .

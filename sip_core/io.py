@@ -15,6 +15,11 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def usual_permissions(path: str | os.PathLike) -> None:
+    """rw for everyone the umask allows (as a plain ``open`` would create it)."""
+    os.chmod(path, 0o666 & ~_UMASK)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
@@ -25,10 +30,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; outputs should get the usual permissions
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates 0600, and so do writers that replace the file (safetensors): set the usual mode last
+        usual_permissions(tmp_path)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

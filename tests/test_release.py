@@ -85,3 +85,11 @@ def test_snakemake_takes_a_released_checkpoint_instead_of_pre_training_it(releas
     out = proc.stdout + proc.stderr
     assert f"use-release {released} --out data/ci/checkpoints/sip-d4" in out
     assert "pretrain --variant sip" not in out and "pretrain --variant te" in out
+
+
+def test_saved_weights_get_the_usual_file_mode_not_mkstemps_0600(released):
+    import os
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("config.json", "model.safetensors", "prefix_init.safetensors"):
+        assert (released / name).stat().st_mode & 0o777 == 0o666 & ~umask, name

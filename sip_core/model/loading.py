@@ -102,6 +102,8 @@ def save_model(model: SIPForConditionalGeneration, out_dir: str | Path, dtype: t
     import os
     import shutil
     import tempfile
+
+    from sip_core.io import usual_permissions
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".save-", dir=out_dir))
@@ -112,6 +114,7 @@ def save_model(model: SIPForConditionalGeneration, out_dir: str | Path, dtype: t
             to_save = copy.deepcopy(model).to(dtype)
         to_save.save_pretrained(tmp)
         for f in sorted(tmp.iterdir()):
+            usual_permissions(f)  # safetensors writes 0600
             os.replace(f, out_dir / f.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

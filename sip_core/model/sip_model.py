@@ -13,6 +13,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, T5Config, T5ForConditionalGeneration
 from transformers.modeling_outputs import BaseModelOutput
 
+from sip_core.model.codebook import straight_through
 from sip_core.model.config import SIPConfig
 from sip_core.model.encoder import SoftTransitions, TaskEmbedding, TransitionEncoder
 from sip_core.model.fused import fuse_elementwise
@@ -70,6 +71,9 @@ class SIPForConditionalGeneration(PreTrainedModel):
         self.prefix = None
         self.task_embedding = None
         self.soft_prefix = None
+        # Set by fine-tuning (sip_core.model.codebook), never saved: the tuned prefix is then read
+        # straight-through as its nearest single-transition encodings.
+        self.prefix_codebook = None
         if config.prefix_mode in ("fst", "soft"):
             self.fst_encoder = TransitionEncoder(config.num_states, config.n_symbols, d_model,
                                                  config.state_dim, config.symbol_dim, config.final_dim,
@@ -129,6 +133,8 @@ class SIPForConditionalGeneration(PreTrainedModel):
             return self.fst_encoder(fst, self.t5.shared)
         if mode in ("tuned", "soft"):
             prefix = self.prefix if mode == "tuned" else self.fst_encoder.forward_soft(self.soft_prefix, self.t5.shared)
+            if mode == "tuned" and self.prefix_codebook is not None:
+                prefix = straight_through(prefix, self.prefix_codebook)
             vec = prefix.unsqueeze(0).expand(batch_size, -1, -1)
             return vec, torch.ones(vec.shape[:2], dtype=torch.bool, device=vec.device)
         if mode == "te":

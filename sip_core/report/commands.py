@@ -138,6 +138,9 @@ def _table(args) -> int:
     if args.table == "pretrain":
         frame, runs = tables.pretrain_table([Path(c) for c in args.checkpoints])
         meta = tables.build_meta(runs, args.scale, phash, init)
+        # each model's own run: how far it trained, where, from which code
+        meta["models"] = {r["model"]: {k: r[k] for k in ("steps", "wall_s", "device", "status", "commit")}
+                          for r in runs.to_dict("records")}
         tables.write_table(frame, args.out, "pretrain", "Simulation exact match of the pre-trained models", meta)
         print("pretrain: " + ", ".join(f"{r.model} {r.setting} {r.value:.1f}" for r in frame.itertuples()))
         return 0

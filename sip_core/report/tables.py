@@ -116,6 +116,10 @@ def aggregate(runs: pd.DataFrame, spec: TableSpec, models: list[str]) -> pd.Data
 PRETRAIN_SPLITS = ("easy_dev", "dev", "test")  # seen FSTs (new strings), unseen FSTs, unseen FSTs
 
 
+def _rounded(seconds):
+    return None if seconds is None else round(float(seconds), 1)
+
+
 def pretrain_table(checkpoints: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """pretrain.csv: greedy exact match of each pre-trained model per split (DESIGN §6), from the
     final evaluation in its pretrain_metrics.json; the second frame feeds meta.json."""
@@ -135,8 +139,10 @@ def pretrain_table(checkpoints: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]
         if curve:  # the training loss at the first and the last log: evidence of learning at any scale
             rows.append((Path(ckpt).name, "train", "loss_start", round(curve[0]["loss"], 4), 1))
             rows.append((Path(ckpt).name, "train", "loss_end", round(curve[-1]["loss"], 4), 1))
-        runs.append({"device": metrics.get("device"), "params_hash": metrics.get("params_hash"),
-                     "wall_s": metrics.get("train_seconds")})
+        runs.append({"model": Path(ckpt).name, "device": metrics.get("device"),
+                     "params_hash": metrics.get("params_hash"), "wall_s": _rounded(metrics.get("train_seconds")),
+                     "steps": metrics.get("steps"), "status": metrics.get("status"),
+                     "commit": (metrics.get("commit") or "")[:7] or None})
     if not rows:
         raise SipError("no pre-training evaluations found in the given checkpoints")
     return pd.DataFrame(rows, columns=["model", "setting", "metric", "value", "n"]), pd.DataFrame(runs)

@@ -113,6 +113,13 @@ def register(commands, data_commands) -> None:
                    help="pre-training FSTs averaged into the mean/soft prefix init (paper: 32; 1: one real FST's encoding)")
     p.add_argument("--prefix-only-epochs", type=int, default=0, metavar="N",
                    help="train the prefix alone (body LR 0) for the first N epochs, then prefix and body")
+    p.add_argument("--prefix-codebook-states", type=int, default=0, metavar="N",
+                   help="codebook of every single-transition encoding over N states and the task's symbols "
+                        "(needs a SIP checkpoint's FST encoder); used by the two options below")
+    p.add_argument("--prefix-straight-through", action="store_true",
+                   help="the body reads each prefix slot as its nearest codebook entry (gradient straight through)")
+    p.add_argument("--prefix-pull", type=float, default=0.0, metavar="W",
+                   help="loss weight pulling each prefix slot towards its nearest codebook entry")
     p.add_argument("--run-id", default=None)
     p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
     p.add_argument("--scale", default="unknown")

@@ -25,6 +25,8 @@ from sip_core.eval.decode import predict_split
 from sip_core.eval.metrics import score
 from sip_core.eval.outputs import reported, write_run
 from sip_core.io import write_json, write_text
+from sip_core.model.codebook import nearest as codebook_nearest
+from sip_core.model.codebook import task_symbol_ids, transition_codebook
 from sip_core.model.config import SIPConfig, t5_kwargs
 from sip_core.model.loading import (build_model, is_sip_checkpoint, load_prefix_init, load_sip, mean_prefix,
                                     save_model, save_tuned_prefix, with_prefix_mode)
@@ -167,6 +169,24 @@ class FineTuner:
         with torch.no_grad():
             self.model.prefix.copy_(init.to(self.model.prefix.device))
 
+    def _codebook(self, train_pairs) -> tuple[torch.Tensor | None, float]:
+        """The task's single-transition codebook (``--prefix-codebook-states``) and the pull weight; the
+        model reads its prefix through the codebook when ``--prefix-straight-through``."""
+        states = getattr(self.args, "prefix_codebook_states", 0)
+        self.model.prefix_codebook = None
+        if not states:
+            return None, 0.0
+        if self.fst_encoder is None:
+            raise SipError("--prefix-codebook-states needs a SIP pre-training checkpoint (one with an FST encoder)")
+        if states > self.model.config.num_states:
+            raise SipError(f"--prefix-codebook-states {states} exceeds the model's {self.model.config.num_states} states")
+        ids = task_symbol_ids(train_pairs, self.model.config.symbols)
+        encoder = self.fst_encoder.to(self.device, torch.float32)
+        codebook = transition_codebook(encoder, self.model.t5.shared, states, ids)
+        if getattr(self.args, "prefix_straight_through", False):
+            self.model.prefix_codebook = codebook
+        return codebook, float(getattr(self.args, "prefix_pull", 0.0))
+
     def run(self, task_id: str, train_pairs, test_pairs, out_dir: Path, save: bool = False) -> dict:
         """Fine-tune on one task; outputs to ``out_dir`` (metrics.json last). Resumes from ``out_dir``'s
         epoch checkpoint if an interrupted run left one."""
@@ -182,6 +202,7 @@ class FineTuner:
         forward = dist.wrap(model, self.device)
         train = DeviceSplit(make_split(*zip(*train_pairs)), self.device)
         test = DeviceSplit(make_split(*zip(*test_pairs)), self.device)
+        codebook, pull = self._codebook(train_pairs)
         optimizer = torch.optim.Adam([g for g in finetune_param_groups(model, args.lr, args.prefix_lr,
                                                                        getattr(args, "freeze_body", False))
                                       if g["params"]])
@@ -218,6 +239,8 @@ class FineTuner:
                 batch = train.batch(idx)
                 with self.autocast():
                     loss = forward(**batch).loss
+                if pull > 0:  # commitment: each slot towards its nearest single-transition encoding
+                    loss = loss + pull * torch.nn.functional.mse_loss(model.prefix, codebook_nearest(model.prefix, codebook))
                 (loss * weight if dist.enabled else loss).backward()
                 if args.clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -261,7 +284,10 @@ class FineTuner:
                                 "freeze_body": bool(getattr(args, "freeze_body", False)),
                                 "prefix_length": args.prefix_length,
                                 "prefix_init_fsts": getattr(args, "prefix_init_fsts", 32),
-                                "prefix_only_epochs": getattr(args, "prefix_only_epochs", 0)},
+                                "prefix_only_epochs": getattr(args, "prefix_only_epochs", 0),
+                                "prefix_codebook_states": getattr(args, "prefix_codebook_states", 0),
+                                "prefix_straight_through": bool(getattr(args, "prefix_straight_through", False)),
+                                "prefix_pull": getattr(args, "prefix_pull", 0.0)},
         }
         if save:
             save_model(model, out_dir)
@@ -294,6 +320,18 @@ def _settings(args, model_arg: str, data_files: list[str]) -> dict:
     return settings
 
 
+def check_codebook_args(args) -> None:
+    states = getattr(args, "prefix_codebook_states", 0)
+    if states < 0:
+        raise SipError("--prefix-codebook-states must be at least 0")
+    if getattr(args, "prefix_pull", 0.0) < 0:
+        raise SipError("--prefix-pull must be at least 0")
+    if not states and (getattr(args, "prefix_straight_through", False) or getattr(args, "prefix_pull", 0.0) > 0):
+        raise SipError("--prefix-straight-through and --prefix-pull need --prefix-codebook-states N")
+    if states and args.prefix not in ("mean", "random", "auto"):
+        raise SipError("--prefix-codebook-states needs a tuned prefix (--prefix mean or random)")
+
+
 def main(args) -> int:
     if args.tasks and (args.train or args.test):
         raise SipError("give either --tasks or --train/--test, not both")
@@ -305,6 +343,7 @@ def main(args) -> int:
         raise SipError("--prefix-init-fsts must be at least 1")
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
+    check_codebook_args(args)
     args.no_progress = getattr(args, "no_progress", False)
     args.model = resolve_model(args.model)
     out = Path(args.out)
