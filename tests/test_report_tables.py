@@ -84,3 +84,18 @@ def test_markdown_shows_ours_beside_the_paper_and_writes_atomically(tmp_path):
 def test_no_runs_is_a_clear_error(tmp_path):
     with pytest.raises(SipError, match="no runs"):
         tables.aggregate(load_runs(tmp_path), tables.TABLES["table1"], ["sip-d4"])
+
+
+def test_pretrain_table_reads_each_final_evaluation_and_its_runs_facts(tmp_path):
+    for name, dev, steps in (("sip-d4", 98.5, 9000), ("te", 50.0, 100)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "pretrain_metrics.json").write_text(json.dumps({
+            "final": {"dev_acc": dev, "test_acc": dev - 1}, "curve": [{"loss": 4.0}, {"loss": 0.5}],
+            "steps": steps, "train_seconds": 1116.68, "device": "H100", "status": "finished", "commit": "0d2601c4c3f1"}))
+    frame, runs = tables.pretrain_table([tmp_path / "sip-d4", tmp_path / "te"])
+    cells = frame.set_index(["model", "setting", "metric"])["value"]
+    assert cells[("sip-d4", "dev", "acc")] == 98.5 and cells[("te", "test", "acc")] == 49.0
+    assert cells[("te", "train", "loss_end")] == 0.5
+    assert runs.set_index("model").loc["sip-d4", ["steps", "wall_s", "commit"]].tolist() == [9000, 1116.7, "0d2601c"]
+    with pytest.raises(SipError, match="pretrain_metrics.json is missing"):
+        tables.pretrain_table([tmp_path / "nothing"])
