@@ -158,5 +158,11 @@ def test_default_model_without_its_dvc_tracked_weights(capsys, tmp_path, monkeyp
     monkeypatch.setattr(finetune, "RELEASED_MODEL", released)
     code, _, err = _sip(capsys, ["finetune", "--train", EXAMPLE / "train.tsv", "--test", EXAMPLE / "test.tsv",
                                  "--out", tmp_path / "out"])
-    _assert_one_line_error(code, err, "no --model given", "dvc pull")
+    _assert_one_line_error(code, err, "no --model given", "dvc pull", "--model models/sip-d4-small")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_small_release_named_as_the_alternative_is_in_git_and_loads():
+    from sip_core.model.loading import load_sip
+    model = load_sip(finetune.SMALL_MODEL)
+    assert model.fst_encoder is not None and sum(p.numel() for p in model.parameters()) == 2_991_552

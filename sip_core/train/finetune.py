@@ -39,6 +39,7 @@ from sip_core.train.rundir import Staging, check_out, sha256
 
 # The released SIP-d4 (issue 8): the default --model once it exists.
 RELEASED_MODEL = Path(__file__).resolve().parents[2] / "models" / "sip-d4"
+SMALL_MODEL = RELEASED_MODEL.parent / "sip-d4-small"  # 3.0M parameters, weights in git
 PROGRESS_FILE = "progress.json"  # evaluations so far, in the staging directory of an unfinished run
 # settings that do not change the result (left out of the staging directory's fingerprint)
 _NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
@@ -108,7 +109,8 @@ def resolve_model(model_arg: str | None) -> str:
                        "pass --model CHECKPOINT")
     if not (RELEASED_MODEL / "model.safetensors").exists():  # the weights are DVC-tracked, not in git
         raise SipError(f"no --model given and the released SIP-d4's weights are not here; fetch them with "
-                       f"`dvc pull {RELEASED_MODEL / 'model.safetensors.dvc'}` or pass --model CHECKPOINT")
+                       f"`dvc pull {RELEASED_MODEL / 'model.safetensors.dvc'}`, or pass --model CHECKPOINT "
+                       f"(in git: --model {SMALL_MODEL.relative_to(SMALL_MODEL.parents[1])})")
     return str(RELEASED_MODEL)
 
 
