@@ -166,3 +166,24 @@ def test_the_small_release_named_as_the_alternative_is_in_git_and_loads():
     from sip_core.model.loading import load_sip
     model = load_sip(finetune.SMALL_MODEL)
     assert model.fst_encoder is not None and sum(p.numel() for p in model.parameters()) == 2_991_552
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--prefix-pull", "0.5"], "need --prefix-codebook-states"),
+    (["--prefix-codebook-states", "-1"], "at least 0"),
+    (["--prefix-codebook-states", "4", "--prefix", "none"], "needs a tuned prefix"),
+])
+def test_codebook_prefix_options_are_checked_before_anything_runs(capsys, tmp_path, flags, fragment):
+    code, _, err = _sip(capsys, ["finetune", "--model", "scratch", "--train", EXAMPLE / "train.tsv",
+                                 "--test", EXAMPLE / "test.tsv", "--out", tmp_path / "out", *flags])
+    _assert_one_line_error(code, err, fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_codebook_needs_a_model_with_an_fst_encoder(capsys, tmp_path):
+    code, _, err = _sip(capsys, ["finetune", "--model", "scratch", "--d-model", "32", "--d-ff", "64", "--layers", "1",
+                                 "--decoder-layers", "1", "--heads", "2", "--d-kv", "16", "--prefix", "random",
+                                 "--prefix-codebook-states", "4", "--epochs", "1", "--train", EXAMPLE / "train.tsv",
+                                 "--test", EXAMPLE / "test.tsv", "--out", tmp_path / "out"])
+    _assert_one_line_error(code, err, "needs a SIP pre-training checkpoint")
+    assert not (tmp_path / "out").exists()

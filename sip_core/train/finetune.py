@@ -149,6 +149,11 @@ class FineTuner:
         else:
             model = base
         self.model = model.to(device=self.device, dtype=torch.float32)  # fp32 master weights (bf16 releases)
+        states = getattr(args, "prefix_codebook_states", 0)
+        if states and (self.fst_encoder is None or self.model.prefix is None):
+            raise SipError("--prefix-codebook-states needs a SIP pre-training checkpoint (an FST encoder) and a tuned prefix")
+        if states > self.model.config.num_states:
+            raise SipError(f"--prefix-codebook-states {states} exceeds the model's {self.model.config.num_states} states")
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.commit = runtime.git_commit()
 
@@ -178,10 +183,6 @@ class FineTuner:
         self.model.prefix_codebook = None
         if not states:
             return None, 0.0
-        if self.fst_encoder is None:
-            raise SipError("--prefix-codebook-states needs a SIP pre-training checkpoint (one with an FST encoder)")
-        if states > self.model.config.num_states:
-            raise SipError(f"--prefix-codebook-states {states} exceeds the model's {self.model.config.num_states} states")
         ids = task_symbol_ids(train_pairs, self.model.config.symbols)
         encoder = self.fst_encoder.to(self.device, torch.float32)
         codebook = transition_codebook(encoder, self.model.t5.shared, states, ids)
