@@ -2,7 +2,7 @@
 
 For each prefix-only tuned prefix (data/<scale>/analysis/prefix/tuned/<task>/prefix.safetensors), every slot
 is replaced by the nearest (cosine) encoding of a single transition (src, in, out, dst, final) over the
-task's states and symbols; accuracy of tuned vs snapped vs gold prefix on the test split, and how many
+task's states and symbols; accuracy of the tuned vs the snapped prefix on 300 test pairs, and how many
 snapped transitions are gold ones.
 """
 import itertools
@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import torch
 
-from sip_core.analysis.prefix import PrefixEvaluator, fst_encodings
+from sip_core.analysis.prefix import PrefixEvaluator
 from sip_core.model.loading import load_sip, load_tuned_prefix
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import fst_table_from_arrow, load_task_examples, make_split, read_parquet, task_pairs
@@ -45,8 +45,6 @@ for task in sys.argv[4:]:
     if ev is None:
         ev = PrefixEvaluator(base, prefix.shape[0], torch.device("cpu"), 256, None)
     test = DeviceSplit(make_split(*zip(*task_pairs(examples, task, "test")[:300])), torch.device("cpu"))
-    gv, _ = fst_encodings(base, gold, np.array([row]), len(g))
-    pad = lambda v: torch.cat([v, v[:1].expand(prefix.shape[0] - len(v), -1)]) if len(v) < prefix.shape[0] else v[:prefix.shape[0]]
     print(f"{task}: gold {len(gset)} transitions; snapped distinct {len(sset)}, of them gold {len(sset & gset)}, "
           f"gold covered {len(gset & sset)}/{len(gset)}; max-sim mean {sims.max(-1).values.mean():.3f}", flush=True)
     print(f"  acc tuned {ev.accuracy(prefix, test):.1f} snapped {ev.accuracy(snapped[0], test):.1f}", flush=True)
