@@ -4,6 +4,7 @@ prefix trains alone first). Checked against the FST encoder's own output and aga
 killed run leaves after its prefix-only epoch."""
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -93,3 +94,31 @@ def test_bad_lever_values_are_one_line_errors(tmp_path, capsys, flags, message):
     assert cli.main(argv) != 0
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
+def test_schedule_sets_the_lr_of_prefix_and_body_at_every_step(tmp_path, monkeypatch, schedule):
+    from sip_core.train.optim import decay_factor
+    _, model = _base(tmp_path)
+    seen = []
+    step = torch.optim.Adam.step
+
+    def recording_step(self, *a, **k):
+        seen.append({g["name"]: g["lr"] for g in self.param_groups})
+        return step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", recording_step)
+    argv = ["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"),
+            "--out", str(tmp_path / "run"), "--epochs", "2", "--batch-size", "8", "--no-progress", "--prefix", "mean",
+            "--prefix-length", "6", "--lr", "0.01", "--prefix-lr", "0.5", "--schedule", schedule]
+    assert cli.main(argv) == 0
+    n_train = sum(1 for line in (EXAMPLE / "train.tsv").read_text().splitlines() if line.strip()) - 1  # header
+    total = 2 * -(-n_train // 8)
+    assert len(seen) == total
+    for i, lrs in enumerate(seen):  # by an independent path: the formulas themselves
+        progress = i / total
+        want = {"constant": 1.0, "linear": 1 - progress, "cosine": 0.5 * (1 + math.cos(math.pi * progress))}[schedule]
+        assert lrs["prefix"] == pytest.approx(0.5 * want) and lrs["body"] == pytest.approx(0.01 * want)
+        assert decay_factor(schedule, i, total) == pytest.approx(want)
+    if schedule != "constant":
+        assert seen[-1]["prefix"] < 0.5 * 0.2, "the last steps run at a small fraction of the LR"

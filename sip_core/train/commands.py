@@ -98,6 +98,8 @@ def register(commands, data_commands) -> None:
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-4, help="body LR")
     p.add_argument("--prefix-lr", type=float, default=1.0)
+    p.add_argument("--schedule", choices=["constant", "linear", "cosine"], default="constant",
+                   help="LR decay over the run for both groups (the original: constant)")
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--prefix-length", type=int, default=50)
     p.add_argument("--eval-last", type=int, default=0, help="evaluate only in the last K epochs (0: every epoch)")

@@ -34,6 +34,7 @@ from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import checkpoint as ckpt
 from sip_core.train import distributed, modelcard, runtime
 from sip_core.train.batching import DeviceSplit, random_batches
+from sip_core.train.optim import decay_factor
 from sip_core.train.data import load_task_examples, make_split, read_pairs_any, task_ids_in, task_pairs
 from sip_core.train.rundir import Staging, check_out, sha256
 
@@ -232,12 +233,16 @@ class FineTuner:
             epochs = tqdm(epochs, desc=f"finetune {task_id}", unit="epoch", leave=False, mininterval=1.0,
                           initial=start_epoch, total=args.epochs)
         prefix_only = getattr(args, "prefix_only_epochs", 0)
+        schedule = getattr(args, "schedule", "constant")
+        total_steps = args.epochs * -(-len(train) // args.batch_size)
         for epoch in epochs:
             model.train()
-            for group in optimizer.param_groups:  # two-stage tuning: the body waits while the prefix finds its place
-                if group["name"] == "body":
-                    group["lr"] = 0.0 if epoch < prefix_only else args.lr
+            # two-stage tuning: the body waits while the prefix finds its place
+            base_lr = {"prefix": args.prefix_lr, "body": 0.0 if epoch < prefix_only else args.lr}
             for idx in random_batches(len(train), args.batch_size, args.seed, epoch):
+                factor = decay_factor(schedule, steps, total_steps)
+                for group in optimizer.param_groups:
+                    group["lr"] = base_lr[group["name"]] * factor
                 idx, weight = dist.shard(idx, train.label_lengths)
                 batch = train.batch(idx)
                 with self.autocast():
@@ -283,7 +288,8 @@ class FineTuner:
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-                                "prefix_lr": args.prefix_lr, "clip": args.clip, "precision": args.precision,
+                                "prefix_lr": args.prefix_lr, "schedule": schedule, "clip": args.clip,
+                                "precision": args.precision,
                                 "freeze_body": bool(getattr(args, "freeze_body", False)),
                                 "prefix_length": args.prefix_length,
                                 "prefix_init_fsts": getattr(args, "prefix_init_fsts", 32),

@@ -135,6 +135,19 @@ def build_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: in
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def decay_factor(schedule: str, step: int, total_steps: int) -> float:
+    """LR multiplier at ``step`` of ``total_steps`` for a warmup-free constant/linear/cosine decay to 0
+    (fine-tuning's schedule; pre-training has ``build_scheduler``)."""
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, step / max(1, total_steps))
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return _cosine(progress)
+    raise SipError(f"--schedule must be one of constant, linear, cosine, not {schedule!r}")
+
+
 def _cosine(progress: float) -> float:
     """Cosine decay factor from 1 (progress 0) to 0 (progress >= 1)."""
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
