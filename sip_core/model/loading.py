@@ -77,6 +77,8 @@ def with_prefix_mode(model: SIPForConditionalGeneration, prefix_mode: str, **con
     new = SIPForConditionalGeneration(config, t5=model.t5)
     if prefix_mode in ("fst", "soft") and model.fst_encoder is not None:
         new.fst_encoder = model.fst_encoder
+    if model.state_head is not None:  # the pre-trained state head, not a fresh one
+        new.state_head = model.state_head
     return new
 
 

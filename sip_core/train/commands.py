@@ -122,6 +122,11 @@ def register(commands, data_commands) -> None:
                    help="the body reads each prefix slot as its nearest codebook entry (gradient straight through)")
     p.add_argument("--prefix-pull", type=float, default=0.0, metavar="W",
                    help="loss weight pulling each prefix slot towards its nearest codebook entry")
+    p.add_argument("--state-consistency", type=float, default=0.0, metavar="W",
+                   help="weight of a loss that keeps the state head consistent along walks of the transition graph "
+                        "the model's own states on the training strings imply (research lever; 0: off)")
+    p.add_argument("--consistency-walk-length", type=int, default=30, metavar="N",
+                   help="longest walk for --state-consistency (lengths uniform in 1..N)")
     p.add_argument("--run-id", default=None)
     p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
     p.add_argument("--scale", default="unknown")

@@ -34,7 +34,9 @@ from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import checkpoint as ckpt
 from sip_core.train import distributed, modelcard, runtime
 from sip_core.train.batching import DeviceSplit, random_batches
+from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
+from sip_core.train.pretrain import state_loss
 from sip_core.train.data import load_task_examples, make_split, read_pairs_any, task_ids_in, task_pairs
 from sip_core.train.rundir import Staging, check_out, sha256
 
@@ -108,10 +110,10 @@ def resolve_model(model_arg: str | None) -> str:
     if not (RELEASED_MODEL / "config.json").exists():
         raise SipError(f"no --model given and the released SIP-d4 ({RELEASED_MODEL}) does not exist yet; "
                        "pass --model CHECKPOINT")
-    if not (RELEASED_MODEL / "model.safetensors").exists():  # the weights are DVC-tracked, not in git
-        raise SipError(f"no --model given and the released SIP-d4's weights are not here; fetch them with "
-                       f"`dvc pull {RELEASED_MODEL / 'model.safetensors.dvc'}`, or pass --model CHECKPOINT "
-                       f"(in git: --model {SMALL_MODEL.relative_to(SMALL_MODEL.parents[1])})")
+    if not (RELEASED_MODEL / "model.safetensors").exists():  # e.g. a sparse or LFS-less checkout
+        raise SipError(f"no --model given and the released SIP-d4's weights ({RELEASED_MODEL / 'model.safetensors'}) "
+                       f"are missing; restore them with `git checkout -- {RELEASED_MODEL}`, or pass --model "
+                       f"CHECKPOINT (e.g. --model {SMALL_MODEL.relative_to(SMALL_MODEL.parents[1])})")
     return str(RELEASED_MODEL)
 
 
@@ -155,6 +157,13 @@ class FineTuner:
             raise SipError("--prefix-codebook-states needs a SIP pre-training checkpoint (an FST encoder) and a tuned prefix")
         if states > self.model.config.num_states:
             raise SipError(f"--prefix-codebook-states {states} exceeds the model's {self.model.config.num_states} states")
+        if getattr(args, "state_consistency", 0.0) > 0:
+            if self.model.state_head is None or self.model.prefix is None:
+                raise SipError("--state-consistency needs a SIP checkpoint with a state head (pre-trained with "
+                               "--state-loss) and a tuned prefix (--prefix mean or random)")
+            if self.dist.enabled:
+                raise SipError("--state-consistency runs in one process only (not under torchrun/--nproc)")
+            self.model.state_head.requires_grad_(False)  # frozen: a trained head could predict one state everywhere
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.commit = runtime.git_commit()
 
@@ -191,6 +200,19 @@ class FineTuner:
             self.model.prefix_codebook = codebook
         return codebook, float(getattr(self.args, "prefix_pull", 0.0))
 
+    def _walks(self, train: DeviceSplit, epoch: int, n: int) -> tuple[DeviceSplit, dict]:
+        """This epoch's state-consistency walks: the transition graph the model's own states on the training
+        strings imply, walked ``n`` times (sip_core/train/consistency.py)."""
+        args = self.args
+        states = consist.read_states(self.model, train.split, self.device, args.eval_batch_size, self.autocast)
+        graph = consist.transition_graph(train.split.inputs, states)
+        texts, seqs = consist.sample_walks(graph, n, args.consistency_walk_length,
+                                           np.random.default_rng([args.seed, epoch, 7]))
+        stats = {"epoch": epoch + 1, "transitions": len(graph.next),
+                 "states": len(({q for q, _ in graph.next} | set(graph.next.values())) - {consist.START}),
+                 "walk_mean_length": round(float(np.mean([len(t) for t in texts])), 2)}
+        return DeviceSplit(consist.walk_split(texts, seqs), self.device, state_labels=True), stats
+
     def run(self, task_id: str, train_pairs, test_pairs, out_dir: Path, save: bool = False) -> dict:
         """Fine-tune on one task; outputs to ``out_dir`` (metrics.json last). Resumes from ``out_dir``'s
         epoch checkpoint if an interrupted run left one."""
@@ -210,7 +232,7 @@ class FineTuner:
         optimizer = torch.optim.Adam([g for g in finetune_param_groups(model, args.lr, args.prefix_lr,
                                                                        getattr(args, "freeze_body", False))
                                       if g["params"]])
-        evaluations = []
+        evaluations, consistency_log = [], []
         predictions = None
         steps, start_epoch, seconds_before = 0, 0, 0.0
         resume_from = ckpt.latest_checkpoint(out_dir)
@@ -234,12 +256,18 @@ class FineTuner:
                           initial=start_epoch, total=args.epochs)
         prefix_only = getattr(args, "prefix_only_epochs", 0)
         schedule = getattr(args, "schedule", "constant")
-        total_steps = args.epochs * -(-len(train) // args.batch_size)
+        steps_per_epoch = -(-len(train) // args.batch_size)
+        total_steps = args.epochs * steps_per_epoch
+        consistency = getattr(args, "state_consistency", 0.0)
         for epoch in epochs:
             model.train()
             # two-stage tuning: the body waits while the prefix finds its place
             base_lr = {"prefix": args.prefix_lr, "body": 0.0 if epoch < prefix_only else args.lr}
-            for idx in random_batches(len(train), args.batch_size, args.seed, epoch):
+            walks = None
+            if consistency > 0:
+                walks, stats = self._walks(train, epoch, steps_per_epoch * args.batch_size)
+                consistency_log.append(stats)
+            for b, idx in enumerate(random_batches(len(train), args.batch_size, args.seed, epoch)):
                 factor = decay_factor(schedule, steps, total_steps)
                 for group in optimizer.param_groups:
                     group["lr"] = base_lr[group["name"]] * factor
@@ -247,6 +275,12 @@ class FineTuner:
                 batch = train.batch(idx)
                 with self.autocast():
                     loss = forward(**batch).loss
+                    if walks is not None:  # the state head along this step's walks agrees with the walk
+                        wb = walks.batch(np.arange(b * args.batch_size, (b + 1) * args.batch_size), with_labels=False)
+                        hidden = model.encode(wb["input_ids"], wb["attention_mask"])[0].last_hidden_state
+                        walk_loss, _, _ = state_loss(model, hidden, consist.prefix_padded(wb["state_labels"],
+                                                                                          model.prefix.shape[0]))
+                        loss = loss + consistency * walk_loss
                 if pull > 0:  # commitment: each slot towards its nearest single-transition encoding
                     loss = loss + pull * torch.nn.functional.mse_loss(model.prefix, codebook_nearest(model.prefix, codebook))
                 (loss * weight if dist.enabled else loss).backward()
@@ -296,8 +330,12 @@ class FineTuner:
                                 "prefix_only_epochs": getattr(args, "prefix_only_epochs", 0),
                                 "prefix_codebook_states": getattr(args, "prefix_codebook_states", 0),
                                 "prefix_straight_through": bool(getattr(args, "prefix_straight_through", False)),
-                                "prefix_pull": getattr(args, "prefix_pull", 0.0)},
+                                "prefix_pull": getattr(args, "prefix_pull", 0.0),
+                                "state_consistency": getattr(args, "state_consistency", 0.0),
+                                "consistency_walk_length": getattr(args, "consistency_walk_length", 30)},
         }
+        if consistency_log:
+            metrics["consistency"] = consistency_log
         if save:
             save_model(model, out_dir)
         if getattr(args, "save_prefix", False) and model.prefix is not None:
@@ -353,6 +391,8 @@ def main(args) -> int:
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     check_codebook_args(args)
+    if getattr(args, "state_consistency", 0.0) < 0 or getattr(args, "consistency_walk_length", 30) < 1:
+        raise SipError("--state-consistency must be at least 0 and --consistency-walk-length at least 1")
     args.no_progress = getattr(args, "no_progress", False)
     args.model = resolve_model(args.model)
     out = Path(args.out)

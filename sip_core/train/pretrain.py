@@ -311,7 +311,7 @@ def run(opts: PretrainOptions) -> dict:
             outputs = forward(**batch)
             loss = outputs.loss
             if state_labels is not None:
-                s_loss, s_correct, s_count = _state_loss(model, outputs.encoder_last_hidden_state, state_labels)
+                s_loss, s_correct, s_count = state_loss(model, outputs.encoder_last_hidden_state, state_labels)
                 state_sums += torch.stack([s_loss.detach(), s_correct, s_count])
                 total_loss = loss + opts.state_loss * s_loss
             else:
@@ -452,7 +452,7 @@ def _changed_settings(saved: dict, opts: PretrainOptions) -> str:
     return ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in RUN_IDENTITY if saved.get(k) != now[k])
 
 
-def _state_loss(model, hidden: torch.Tensor, labels: torch.Tensor):
+def state_loss(model, hidden: torch.Tensor, labels: torch.Tensor):
     """Cross-entropy of the state head over labelled positions; also (correct, count) for the accuracy."""
     logits = model.state_logits(hidden).float()
     mask = labels != -100
