@@ -150,15 +150,15 @@ def test_predict_bad_input(capsys, tmp_path, checkpoint, monkeypatch, case):
     assert out == ""  # no outputs for the good lines before the bad one
 
 
-def test_default_model_without_its_dvc_tracked_weights(capsys, tmp_path, monkeypatch):
-    """A fresh clone has models/sip-d4's config and card from git but not the DVC-tracked weights."""
+def test_default_model_without_its_weights(capsys, tmp_path, monkeypatch):
+    """A checkout with models/sip-d4's config and card but not its weights (sparse, or weights deleted)."""
     released = tmp_path / "models" / "sip-d4"
     released.mkdir(parents=True)
     (released / "config.json").write_text("{}")
     monkeypatch.setattr(finetune, "RELEASED_MODEL", released)
     code, _, err = _sip(capsys, ["finetune", "--train", EXAMPLE / "train.tsv", "--test", EXAMPLE / "test.tsv",
                                  "--out", tmp_path / "out"])
-    _assert_one_line_error(code, err, "no --model given", "dvc pull", "--model models/sip-d4-small")
+    _assert_one_line_error(code, err, "no --model given", "are missing", "git checkout", "--model models/sip-d4-small")
     assert not (tmp_path / "out").exists()
 
 
