@@ -59,7 +59,8 @@ def test_shards_partition_the_batch_and_weights_restore_the_token_mean(world, ba
 
 def _run(args, nproc=None):
     # gloo over the loopback interface: a host name that resolves to an unreachable address cannot stall it
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
+           "SIP_DDP_TIMEOUT_S": "60"}  # a rank left behind by a killed sibling gives up instead of hanging
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] \
         if nproc else [sys.executable]
     proc = subprocess.Popen([*launcher, "-m", "sip_core.cli", *map(str, args)], stdout=subprocess.PIPE,
@@ -67,8 +68,14 @@ def _run(args, nproc=None):
     try:
         out, err = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and its workers
-        out, err = proc.communicate()
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher; torchrun's workers live in sessions of their own
+        out_dir = str(args[args.index("--out") + 1]) if "--out" in args else None
+        if out_dir:  # so kill whatever still runs this command, lest it hold the pipes open
+            subprocess.run(["pkill", "-9", "-f", "--", f"--out {out_dir}"], check=False)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "", "(pipes still held open)"
         pytest.fail(f"timed out; stderr tail: {err[-3000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import torch
@@ -160,9 +161,13 @@ def setup(device_arg: str = "auto") -> tuple[Dist, str]:
         device = f"cuda:{local_rank}"
     else:
         device = "cpu"
+    # a rank whose peer died (a kill, a preemption) must end with an error, not wait in a collective forever
+    # (an orphaned rank once held a test's pipe open indefinitely); $SIP_DDP_TIMEOUT_S, default 10 min
+    timeout = timedelta(seconds=float(os.environ.get("SIP_DDP_TIMEOUT_S") or 600))
     if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world)
-    control = torch.distributed.new_group(backend="gloo") if use_cuda else None  # None: the (gloo) default group
+        torch.distributed.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world,
+                                             timeout=timeout)
+    control = torch.distributed.new_group(backend="gloo", timeout=timeout) if use_cuda else None  # None: default group
     return Dist(rank=rank, world=world, local_rank=local_rank, control=control), device
 
 
