@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import Seq2SeqSplit, make_split
 
 START = -1  # the walk's start node: the (unknown) state before the first character
@@ -83,9 +84,10 @@ def walk_split(texts: list[str], seqs: list[list[int]]) -> Seq2SeqSplit:
 
 
 @torch.no_grad()
-def read_states(model, split: Seq2SeqSplit, device, batch_size: int, autocast) -> list[np.ndarray]:
-    """The state head's argmax at the last byte of every character of every string of ``split`` (the model's
+def read_states(model, data: DeviceSplit, batch_size: int, autocast) -> list[np.ndarray]:
+    """The state head's argmax at the last byte of every character of every string of ``data`` (the model's
     prefix, if any, comes first in the encoder)."""
+    split = data.split
     ends, n_chars = split._char_ends()
     rows = np.searchsorted(split.input_offsets, ends, side="right") - 1
     within = ends - split.input_offsets[rows]  # byte position of each character end inside its row
@@ -96,26 +98,14 @@ def read_states(model, split: Seq2SeqSplit, device, batch_size: int, autocast) -
     char_start = np.concatenate([[0], np.cumsum(n_chars)])
     for lo in range(0, len(split), batch_size):
         hi = min(len(split), lo + batch_size)
-        ids, mask = _pad(split, range(lo, hi), device)
+        batch = data.batch(np.arange(lo, hi), with_labels=False)
         with autocast():
-            hidden = model.encode(ids, mask)[0].last_hidden_state
+            hidden = model.encode(batch["input_ids"], batch["attention_mask"])[0].last_hidden_state
         best = model.state_logits(hidden.to(model.state_head.weight.dtype)).argmax(-1).cpu().numpy()
         for r in range(lo, hi):
-            pos = within[char_start[r]:char_start[r + 1]]
-            out.append(best[r - lo, n_prefix + pos])
+            out.append(best[r - lo, n_prefix + within[char_start[r]:char_start[r + 1]]])
     model.train(was_training)
     return out
-
-
-def _pad(split: Seq2SeqSplit, rows, device) -> tuple[torch.Tensor, torch.Tensor]:
-    rows = list(rows)
-    lengths = [int(split.input_offsets[r + 1] - split.input_offsets[r]) for r in rows]
-    ids = torch.zeros(len(rows), max(lengths), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :lengths[i]] = torch.from_numpy(split.input_ids[split.input_offsets[r]:split.input_offsets[r + 1]]
-                                               .astype(np.int64))
-    mask = (torch.arange(ids.shape[1]).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)).long()
-    return ids.to(device), mask.to(device)
 
 
 def prefix_padded(labels: torch.Tensor, n_prefix: int) -> torch.Tensor:

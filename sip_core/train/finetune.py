@@ -204,7 +204,7 @@ class FineTuner:
         """This epoch's state-consistency walks: the transition graph the model's own states on the training
         strings imply, walked ``n`` times (sip_core/train/consistency.py)."""
         args = self.args
-        states = consist.read_states(self.model, train.split, self.device, args.eval_batch_size, self.autocast)
+        states = consist.read_states(self.model, train, args.eval_batch_size, self.autocast)
         graph = consist.transition_graph(train.split.inputs, states)
         texts, seqs = consist.sample_walks(graph, n, args.consistency_walk_length,
                                            np.random.default_rng([args.seed, epoch, 7]))
