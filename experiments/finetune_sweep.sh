@@ -9,14 +9,16 @@
 # in 7 (LIMIT_S then brings back each unfinished run's curve so far, from its progress.json).
 # A variant's flags come after the common ones, so they override them (e.g. "plr0.1|--prefix-lr 0.1").
 # Named models: "base" in a variant's name selects the randomly initialised same-shape model.
+# RESUME=1 (a second call on the same warm host): keep the runs so far; finished ones are skipped, the others
+# resume from their checkpoints (every 2 minutes).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=1
 settings=${SETTINGS:-iteration-s4 uc-s4}; tasks=${TASKS:-2}; epochs=${EPOCHS:-20}
-common="--epochs $epochs --eval-last ${EVAL_LAST:-10} --report-last 10 --eval-batch-size 64 --prefix-lr 1.0 --prefix-length 50 --clip 1.0 --seed 762354 --no-progress"
+common="--epochs $epochs --eval-last ${EVAL_LAST:-10} --report-last 10 --eval-batch-size 64 --prefix-lr 1.0 --prefix-length 50 --clip 1.0 --seed 762354 --no-progress --checkpoint-minutes 2"
 base="--model scratch --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4 --heads 4 --d-kv 64 --dropout 0.0 --rel-buckets 128 --rel-max-distance 256 --model-name base --prefix none --batch-size 48 --lr 0.0005"
 sip="--model ${SIP_MODEL:-data/gpu/checkpoints/sip-d4} --model-name sip-d4 --prefix mean --batch-size 32 --lr 0.0003"
 work=/tmp/sweep
-rm -rf $work  # a warm host keeps /tmp: never mix an earlier sweep's runs into this archive
+[[ ${RESUME:-0} == 1 ]] || rm -rf $work  # a warm host keeps /tmp: never mix an earlier sweep's runs into this archive
 mkdir -p $work "${OUT:-/tmp}"
 pids=()
 for variant in "$@"; do
@@ -25,6 +27,7 @@ for variant in "$@"; do
   for setting in $settings; do
     for ((t = 0; t < tasks; t++)); do
       run=$name--$setting-$t
+      [[ -f $work/$run/metrics.json ]] && continue  # finished in an earlier call
       python3 -m sip_core.cli finetune $model $common $extra --tasks data/gpu/eval/$setting/examples.parquet \
         --task-id $setting-$t --out $work/$run > $work/$run.log 2>&1 &
       pids+=($!)

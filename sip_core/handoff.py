@@ -13,6 +13,9 @@ Data too big to travel (the device carries 64 MiB; the gpu SIP-d4 pool is 150 Mi
 ``export`` adds a ``host_data`` job with the pool's own command and the content digest of each file built
 here, and ``handoff-run`` runs it first (without pynini: the pure-Python minimiser gives the same tables) and
 refuses to go on if the rebuilt tables differ. Rebuilt data is not packed: it is already here.
+The same holds for a released model a scale uses (``model.released``, e.g. the 37 MB ``models/sip-d4``): it
+travels once, in git, and the host copies it into the scale's checkpoint directory (``use_release``) instead
+of a second copy being carried.
 """
 from __future__ import annotations
 
@@ -36,8 +39,10 @@ from sip_core.io import write_json
 # (prefix_table: 21 decodings of each test set), the T5 path).
 GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "prefix_tune", "prefix_table",
              "t5_finetune")
+PARALLEL_RULES = ("finetune", "prefix_tune", "t5_finetune")  # each reads only checkpoints made before it
 HOST_RULE = "host_data"  # a pool rebuilt on the GPU host, checked against the digests of the local copy
 POOL_RULES = ("fst_pool", "set_pool")
+RELEASE_RULE = "use_release"  # a released model (in git) copied to a scale's checkpoint directory
 HOST_BUILD_BYTES = 32 * 2**20  # pools larger than this are rebuilt on the host instead of carried
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
@@ -106,7 +111,7 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
     if dry.returncode != 0:
         raise SipError(f"snakemake dry run failed:\n{dry.stderr[-2000:]}")
     jobs = [j for j in parse_dry_run(dry.stdout + dry.stderr) if j["rule"] in GPU_RULES]
-    jobs += host_data_jobs(jobs, config)
+    jobs += host_data_jobs(jobs, config) + host_release_jobs(jobs, config)
     for job in jobs:
         job["cmd"] = _portable(job["cmd"])
     jobs = order_jobs(jobs)
@@ -117,7 +122,7 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
 def host_data_jobs(gpu_jobs: list[dict], config: list[str]) -> list[dict]:
     """``host_data`` jobs for the pools the GPU jobs read that are too big to carry: the pool rule's command
     (all the host's cores) and the content digest of each file as built here."""
-    from sip_core.data.digest import table_digest, tree_bytes
+    from sip_core.data.digest import tree_bytes
 
     pools = sorted({str(Path(p).parent) for job in gpu_jobs for p in job.get("input", [])
                     if re.match(r"data/[^/]+/pretrain/[^/]+/[^/]+\.parquet$", p)})
@@ -128,19 +133,41 @@ def host_data_jobs(gpu_jobs: list[dict], config: list[str]) -> list[dict]:
     dry = snakemake(["-n", "-p", *config, "--forcerun", *files, "--", *files])
     if dry.returncode != 0:
         raise SipError(f"snakemake dry run of the pools failed:\n{dry.stderr[-2000:]}")
-    jobs = [j for j in parse_dry_run(dry.stdout + dry.stderr) if j["rule"] in POOL_RULES]
+    jobs = _as_host_jobs(dry, POOL_RULES)
+    for job in jobs:
+        job["cmd"] = re.sub(r"--workers \d+", "--workers $(nproc)", job["cmd"])
+    return jobs
+
+
+def host_release_jobs(gpu_jobs: list[dict], config: list[str]) -> list[dict]:
+    """``host_data`` jobs that copy a released model (``models/``, which travels in git) to the checkpoint
+    directory the GPU jobs read, so that the checkpoint need not be carried as well (64 MiB in all)."""
+    checkpoints = sorted({p for job in gpu_jobs for p in job.get("input", [])
+                          if re.match(r"data/[^/]+/checkpoints/[^/]+/model\.safetensors$", p) and Path(p).exists()})
+    if not checkpoints:
+        return []
+    dry = snakemake(["-n", "-p", *config, "--forcerun", *checkpoints, "--", *checkpoints])
+    if dry.returncode != 0:
+        raise SipError(f"snakemake dry run of the checkpoints failed:\n{dry.stderr[-2000:]}")
+    return _as_host_jobs(dry, (RELEASE_RULE,))
+
+
+def _as_host_jobs(dry: subprocess.CompletedProcess, rules: tuple[str, ...]) -> list[dict]:
+    """The jobs of ``rules`` in a dry run, as ``host_data`` jobs with the digest of each output built here."""
+    from sip_core.data.digest import content_digest
+
+    jobs = [j for j in parse_dry_run(dry.stdout + dry.stderr) if j["rule"] in rules]
     for job in jobs:
         job["rule"] = HOST_RULE
-        job["cmd"] = re.sub(r"--workers \d+", "--workers $(nproc)", job["cmd"])
-        job["digests"] = {p: table_digest(p) for p in job["output"]}
+        job["digests"] = {p: content_digest(p) for p in job["output"]}
     return jobs
 
 
 def verify_host_data(job: dict) -> list[str]:
     """The outputs of a ``host_data`` job whose content differs from the digests taken where it was exported."""
-    from sip_core.data.digest import table_digest
+    from sip_core.data.digest import content_digest
 
-    return [p for p, digest in job["digests"].items() if not Path(p).exists() or table_digest(p) != digest]
+    return [p for p, digest in job["digests"].items() if not Path(p).exists() or content_digest(p) != digest]
 
 
 def _done(job: dict) -> bool:
@@ -159,21 +186,30 @@ def _pretrain_status(job: dict) -> str | None:
     return json.loads(metrics.read_text()).get("status") if metrics.exists() else "absent"
 
 
-def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
-    """Run pending jobs in order until the budget is spent; pack what they produced into out_dir."""
+def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1) -> dict:
+    """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
+    ``parallel`` > 1 runs up to that many consecutive fine-tuning jobs at once: one small model leaves most
+    of a GPU idle. Every other job (data, pre-training) runs alone, after all that came before it."""
     spec = json.loads(Path(jobs_file).read_text())
     deadline = time.monotonic() + budget_min * 60
-    done, failed = [], []
+    done, failed, running = [], [], []
     for job in spec["jobs"]:
         if not _needs_run(job):
             continue
+        concurrent = parallel > 1 and job["rule"] in PARALLEL_RULES
+        if not _settle(running, parallel - 1 if concurrent else 0, deadline, done, failed):
+            break
         cmd = _command(job, remaining=deadline - time.monotonic())
         if cmd is None:  # too little budget left to start it
             break
         for p in job["output"] + _log(job):
             Path(p).parent.mkdir(parents=True, exist_ok=True)
         print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
-        returncode = _run_until(cmd, deadline - PACK_SECONDS)
+        proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // parallel) if concurrent else None)
+        if concurrent:
+            running.append((job, proc))
+            continue
+        returncode = _wait(proc, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
             # out of time: its checkpoint or staging directory stays for the next call on this host
             print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
@@ -184,11 +220,30 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float) -> dict:
                 break
             continue
         (done if returncode == 0 and _done(job) else failed).append(job)
+    _settle(running, 0, deadline, done, failed)
     pack([p for job in done for p in job["output"] + _log(job)], out_dir)
     pending = [j for j in spec["jobs"] if not _done(j)]
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
     return summary
+
+
+def _settle(running: list, limit: int, deadline: float, done: list, failed: list) -> bool:
+    """Wait until at most ``limit`` concurrent jobs still run, sorting the finished ones into done / failed.
+    At the budget's end stop the rest (they resume in the next call) and return False."""
+    while len(running) > limit:
+        for job, proc in list(running):
+            if (returncode := proc.poll()) is not None:
+                running.remove((job, proc))
+                (done if returncode == 0 and _done(job) else failed).append(job)
+        if len(running) > limit and time.monotonic() >= deadline - PACK_SECONDS:
+            for job, proc in running:
+                _stop(proc)
+                print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
+            running.clear()
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _needs_run(job: dict) -> bool:
@@ -204,11 +259,21 @@ def _command(job: dict, remaining: float) -> str | None:
     """The job's command; a pre-training gets the budget as its time limit and checkpoints meanwhile.
     None if the budget left is too short to start it."""
     if _pretrain_status(job) is None:
-        return job["cmd"] if remaining >= 30 else None
+        if remaining < 30:
+            return None
+        if job["rule"] == "finetune" and "--checkpoint-minutes" not in job["cmd"]:  # a task cut off resumes
+            return _with_flags(job["cmd"], f"--checkpoint-minutes {SAFETY_CHECKPOINT_MIN}")
+        return job["cmd"]
     if remaining < PRETRAIN_MARGIN + 30:
         return None
-    return job["cmd"] + (f" --max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f}"
-                         f" --checkpoint-minutes {SAFETY_CHECKPOINT_MIN}")
+    return _with_flags(job["cmd"], f"--max-minutes {(remaining - PRETRAIN_MARGIN) / 60:.1f}"
+                                   f" --checkpoint-minutes {SAFETY_CHECKPOINT_MIN}")
+
+
+def _with_flags(cmd: str, flags: str) -> str:
+    """``flags`` added to a job's `sip` command, before its log redirection."""
+    head, sep, log = cmd.partition(" > ")
+    return f"{head} {flags}{sep}{log}"
 
 
 def _host_data_ok(job: dict, returncode: int) -> bool:
@@ -229,21 +294,33 @@ def _remove_outputs(job: dict) -> None:
         Path(p).unlink(missing_ok=True)
 
 
-def _run_until(cmd: str, deadline: float) -> int | None:
-    """Run a job's shell command; stop it (SIGTERM, then SIGKILL) at ``deadline``. None if stopped."""
-    proc = subprocess.Popen(cmd, shell=True, start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+def _start(cmd: str, threads: int | None = None) -> subprocess.Popen:
+    """A job's shell command in its own process group; ``threads``: its CPU threads ($SIP_THREADS)."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    if threads is not None:
+        env.setdefault("SIP_THREADS", str(threads))
+    return subprocess.Popen(cmd, shell=True, start_new_session=True, env=env)
+
+
+def _wait(proc: subprocess.Popen, deadline: float) -> int | None:
+    """The job's exit status; at ``deadline`` it is stopped and the result is None."""
     try:
         return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _stop(proc)
         return None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the job's process group, then SIGKILL if it has not ended within 10 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _log(job: dict) -> list[str]:
@@ -330,7 +407,9 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--jobs", type=Path, default=JOBS_FILE)
     run_p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "handoff/out")))
     run_p.add_argument("--budget-min", type=float, default=9.0)
-    run_p.set_defaults(func=lambda a: 0 if run(a.jobs, a.out, a.budget_min)["failed"] == 0 else 1)
+    run_p.add_argument("--parallel", type=int, default=1,
+                       help="fine-tuning jobs at once on the GPU (default 1; 5-10 fill an H100 at the gpu shape)")
+    run_p.set_defaults(func=lambda a: _handoff_run(a))
     imp = commands.add_parser("import", help="unpack hand-off archives, snakemake --touch, dvc commit")
     imp.add_argument("archives", nargs="+", type=Path)
     imp.add_argument("--scale", default="gpu")
@@ -338,9 +417,15 @@ def register(commands, data_commands) -> None:
     imp.set_defaults(func=lambda a: import_archives(a.archives, a.scale, a.targets))
 
 
+def _handoff_run(a) -> int:
+    if a.parallel < 1:
+        raise SipError("--parallel must be at least 1")
+    return 0 if run(a.jobs, a.out, a.budget_min, a.parallel)["failed"] == 0 else 1
+
+
 def _print_export(jobs: list[dict], out: Path) -> int:
     host = sum(job["rule"] == HOST_RULE for job in jobs)
-    print(f"{len(jobs) - host} GPU jobs" + (f" and {host} pool(s) to rebuild there" if host else "") +
+    print(f"{len(jobs) - host} GPU jobs" + (f" and {host} input(s) to rebuild there (pools, released models)" if host else "") +
           f" -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9")
     for job in jobs:
         print("  " + shlex.split(job["cmd"])[3] + " -> " + job["output"][0])

@@ -169,7 +169,7 @@ def test_handoff_run_rebuilds_big_data_on_the_host_checks_it_and_does_not_pack_i
     _write_pool(Path("ref"), list(range(300)))
     build = ("import sys; sys.path.insert(0, \"{root}\"); from pathlib import Path; "
              "from tests.test_pipeline_files import _write_pool; _write_pool(Path(\"pool\"), list(range({n})), compression=\"gzip\")")
-    train = {"rule": "finetune", "output": ["ckpt/model.safetensors"], "wildcards": {},
+    train = {"rule": "probe_train", "output": ["ckpt/model.safetensors"], "wildcards": {},
              "cmd": "mkdir -p ckpt && test -f pool/examples.parquet && touch ckpt/model.safetensors"}
     for n, expect in ((300, {"done": 1, "failed": 0, "pending": 0}), (299, {"done": 0, "failed": 1, "pending": 2})):
         for p in ("pool", "ckpt"):
@@ -209,3 +209,81 @@ def test_a_pretraining_stopped_by_the_handoff_budget_is_resumed_not_taken_as_don
     assert handoff.run(Path("jobs.json"), tmp_path / "out2", budget_min=2.2) == {"done": 1, "failed": 0, "pending": 0}
     assert "ckpt/call1" in _archive_names(tmp_path / "out2") and "logs/pretrain.log" in _archive_names(tmp_path / "out2")
     assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=2.2) == {"done": 0, "failed": 0, "pending": 0}
+
+
+def test_export_copies_a_released_model_on_the_host_instead_of_carrying_it(tmp_path, monkeypatch):
+    """A checkpoint the scale takes from models/ (rule use_release) becomes a host job with the sha256 of the
+    copy made here; on the host, a copy with other bytes stops the run before a GPU job reads it."""
+    import json
+    import subprocess
+    import sys
+    monkeypatch.chdir(tmp_path)
+    release, ckpt = Path("models/sip-d4"), Path("data/gpu/checkpoints/sip-d4")
+    for d in (release, ckpt):
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(b"weights")
+    dry = ("rule use_release:\n    input: models/sip-d4/model.safetensors\n"
+           "    output: data/gpu/checkpoints/sip-d4/model.safetensors\n    wildcards: released=gpu/checkpoints/sip-d4\n"
+           "Shell command: /x/bin/python -m sip_core.cli use-release models/sip-d4 --out data/gpu/checkpoints/sip-d4"
+           " > logs/use-release.log 2>&1\n")
+    seen = []
+
+    def fake_snakemake(args):
+        seen.append(args)
+        return subprocess.CompletedProcess(args, 0, stdout=dry, stderr="")
+
+    monkeypatch.setattr(handoff, "snakemake", fake_snakemake)
+    gpu_jobs = [{"rule": "finetune", "input": [str(ckpt / "model.safetensors"), "data/gpu/eval/x/examples.parquet"]}]
+    [job] = handoff.host_release_jobs(gpu_jobs, ["--config", "scale=gpu"])
+    assert seen[0][-1] == str(ckpt / "model.safetensors") and "--forcerun" in seen[0]
+    assert job["rule"] == handoff.HOST_RULE
+    assert job["digests"] == {str(ckpt / "model.safetensors"): __import__("hashlib").sha256(b"weights").hexdigest()}
+    assert handoff.host_release_jobs([{"rule": "finetune", "input": ["data/gpu/eval/x/examples.parquet"]}], []) == []
+
+    # on the host: the copy is checked like a rebuilt pool, and not packed
+    import shutil
+    for content, expect in ((b"weights", 0), (b"other", 1)):
+        shutil.rmtree("run", ignore_errors=True)
+        (ckpt / "model.safetensors").unlink(missing_ok=True)
+        (release / "model.safetensors").write_bytes(content)
+        copy = f"{sys.executable} -c 'import shutil; shutil.copyfile(\"{release}/model.safetensors\", \"{ckpt}/model.safetensors\")'"
+        train = {"rule": "probe_train", "output": ["run/metrics.json"], "wildcards": {},
+                 "cmd": f"mkdir -p run && cp {ckpt}/model.safetensors run/metrics.json"}
+        Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [],
+                                                  "jobs": handoff.order_jobs([train, {**job, "cmd": copy}])}))
+        summary = handoff.run(Path("jobs.json"), tmp_path / f"out{expect}", budget_min=1)
+        assert summary["failed"] == expect, content
+        assert Path("run/metrics.json").exists() == (expect == 0)
+        assert (ckpt / "model.safetensors").exists() == (expect == 0)  # a wrong copy is deleted
+    assert _archive_names(tmp_path / "out0") == ["run/metrics.json"]
+
+
+def test_handoff_run_runs_fine_tuning_jobs_side_by_side_and_anything_else_alone(tmp_path, monkeypatch):
+    """--parallel 3: three fine-tuning jobs overlap in time; a pre-training after them starts only when all have
+    ended; at the budget's end the running ones are stopped and stay pending."""
+    import json
+    import sys
+    monkeypatch.chdir(tmp_path)
+
+    def job(rule, name, seconds):
+        script = (f"import time, pathlib; p = pathlib.Path(\"{name}\"); p.mkdir(exist_ok=True); (p / \"start\").write_text(repr(time.time())); "
+                  f"time.sleep({seconds}); (p / \"end\").write_text(repr(time.time()))")
+        return {"rule": rule, "output": [f"{name}/end"], "wildcards": {"model": "sip-d4"},
+                "cmd": f"{sys.executable} -c '{script}' --max-minutes 1"}  # its own limit: not a hand-off pre-training
+
+    jobs = [job("finetune", f"ft{i}", 1.5) for i in range(3)] + [job("pretrain", "pt", 0.1)]
+    logged = {**jobs[0], "cmd": "python -m sip_core.cli finetune --out run > logs/ft.log 2>&1"}
+    assert handoff._command(logged, remaining=100) == (  # a task cut off by the budget resumes from its checkpoint
+        f"python -m sip_core.cli finetune --out run --checkpoint-minutes {handoff.SAFETY_CHECKPOINT_MIN} > logs/ft.log 2>&1")
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=3) == {"done": 4, "failed": 0, "pending": 0}
+    t = {n: (float(Path(n, "start").read_text()), float(Path(n, "end").read_text())) for n in ("ft0", "ft1", "ft2", "pt")}
+    assert max(t[f"ft{i}"][0] for i in range(3)) < min(t[f"ft{i}"][1] for i in range(3))  # they overlapped
+    assert t["pt"][0] >= max(t[f"ft{i}"][1] for i in range(3))  # the pre-training waited for all of them
+    assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "ft2/end", "pt/end"]
+
+    slow = [job("finetune", f"slow{i}", 60) for i in range(2)]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": slow}))
+    monkeypatch.setattr(handoff, "PACK_SECONDS", 0)
+    assert handoff.run(Path("jobs.json"), tmp_path / "out2", budget_min=0.52, parallel=2) == {"done": 0, "failed": 0, "pending": 2}
+    assert Path("slow0/start").exists() and Path("slow1/start").exists() and not Path("slow0/end").exists()

@@ -86,7 +86,9 @@ def test_prefix_only_epochs_keep_the_body_still_then_train_it(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [(["--prefix-init-fsts", "0"], "--prefix-init-fsts must be at least 1"),
-                                            (["--prefix-only-epochs", "2"], "--prefix-only-epochs must be between")])
+                                            (["--prefix-only-epochs", "2"], "--prefix-only-epochs must be between"),
+                                            (["--prefix-dropout", "1"], "--prefix-dropout must be in [0, 1)"),
+                                            (["--prefix-noise", "-0.1"], "--prefix-noise at least 0")])
 def test_bad_lever_values_are_one_line_errors(tmp_path, capsys, flags, message):
     _, model = _base(tmp_path)
     argv = ["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"),
@@ -122,3 +124,26 @@ def test_schedule_sets_the_lr_of_prefix_and_body_at_every_step(tmp_path, monkeyp
         assert decay_factor(schedule, i, total) == pytest.approx(want)
     if schedule != "constant":
         assert seen[-1]["prefix"] < 0.5 * 0.2, "the last steps run at a small fraction of the LR"
+
+
+def test_prefix_dropout_and_noise_act_in_training_only_and_per_row(tmp_path):
+    """Training: each row drops about P of the slots (masked out of attention, positions kept) and reads a
+    noisy prefix of the given std; evaluation: the whole, exact prefix. Set by the fine-tuner from its flags."""
+    _, model = _base(tmp_path)
+    tuner = FineTuner(_args(model, tmp_path / "run", "--prefix", "mean", "--prefix-length", "40",
+                            "--prefix-dropout", "0.25", "--prefix-noise", "0.5"))
+    m = tuner.model
+    assert (m.prefix_dropout, m.prefix_noise) == (0.25, 0.5)
+    torch.manual_seed(0)
+    m.train()
+    vec, keep = m.prefix_vectors(200)
+    assert keep.shape == (200, 40) and abs((~keep).float().mean().item() - 0.25) < 0.02
+    assert not torch.equal(keep[0], keep[1])  # per row
+    noise = vec - m.prefix.unsqueeze(0)
+    assert abs(noise.std().item() - 0.5) < 0.01 and not torch.allclose(noise[0], noise[1])
+    ids = torch.ones(2, 5, dtype=torch.long)
+    embeds, mask = m.encoder_inputs(ids, torch.ones_like(ids))
+    assert mask.shape == (2, 45) and embeds.shape[1] == 45  # dropped slots keep their positions
+    m.eval()
+    vec, keep = m.prefix_vectors(3)
+    assert keep.all() and torch.equal(vec, m.prefix.unsqueeze(0).expand(3, -1, -1))

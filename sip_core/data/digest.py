@@ -24,6 +24,17 @@ def table_digest(path: str | Path) -> str:
     return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
 
 
+def content_digest(path: str | Path) -> str:
+    """A Parquet table's value digest (``table_digest``); any other file's sha256."""
+    if Path(path).suffix == ".parquet":
+        return table_digest(path)
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
 def tree_bytes(path: str | Path) -> int:
     """Total size of the files under ``path`` (a file: its size)."""
     p = Path(path)

@@ -74,6 +74,10 @@ class SIPForConditionalGeneration(PreTrainedModel):
         # Set by fine-tuning (sip_core.model.codebook), never saved: the tuned prefix is then read
         # straight-through as its nearest single-transition encodings.
         self.prefix_codebook = None
+        # Set by fine-tuning, never saved (``sip finetune --prefix-dropout/--prefix-noise``): while training, each
+        # row drops every tuned prefix slot with this probability and adds Gaussian noise of this std to it.
+        self.prefix_dropout = 0.0
+        self.prefix_noise = 0.0
         if config.prefix_mode in ("fst", "soft"):
             self.fst_encoder = TransitionEncoder(config.num_states, config.n_symbols, d_model,
                                                  config.state_dim, config.symbol_dim, config.final_dim,
@@ -136,13 +140,24 @@ class SIPForConditionalGeneration(PreTrainedModel):
             if mode == "tuned" and self.prefix_codebook is not None:
                 prefix = straight_through(prefix, self.prefix_codebook)
             vec = prefix.unsqueeze(0).expand(batch_size, -1, -1)
-            return vec, torch.ones(vec.shape[:2], dtype=torch.bool, device=vec.device)
+            return self._regularised(vec)
         if mode == "te":
             if task_ids is None:
                 raise ValueError("a task-embedding model needs `task_ids`")
             vec = self.task_embedding(task_ids)
             return vec, torch.ones(vec.shape[:2], dtype=torch.bool, device=vec.device)
         return None, None
+
+    def _regularised(self, vec: torch.Tensor):
+        """A tuned prefix as the body reads it: whole, or in training with dropped slots and noise (per row)."""
+        keep = torch.ones(vec.shape[:2], dtype=torch.bool, device=vec.device)
+        if not self.training:
+            return vec, keep
+        if self.prefix_noise > 0:
+            vec = vec + self.prefix_noise * torch.randn_like(vec)
+        if self.prefix_dropout > 0:
+            keep = torch.rand(vec.shape[:2], device=vec.device) >= self.prefix_dropout
+        return vec, keep
 
     def encoder_inputs(self, input_ids, attention_mask, fst=None, task_ids=None, encoder_width: int | None = None):
         """inputs_embeds and attention mask of the encoder: [prefix_i | bytes_i | padding] per row.

@@ -122,6 +122,10 @@ def register(commands, data_commands) -> None:
                    help="the body reads each prefix slot as its nearest codebook entry (gradient straight through)")
     p.add_argument("--prefix-pull", type=float, default=0.0, metavar="W",
                    help="loss weight pulling each prefix slot towards its nearest codebook entry")
+    p.add_argument("--prefix-dropout", type=float, default=0.0, metavar="P",
+                   help="in training, mask each tuned prefix slot with probability P per example (research lever; 0: off)")
+    p.add_argument("--prefix-noise", type=float, default=0.0, metavar="S",
+                   help="in training, add Gaussian noise of std S to the tuned prefix per example (research lever; 0: off)")
     p.add_argument("--state-consistency", type=float, default=0.0, metavar="W",
                    help="weight of a loss that keeps the state head consistent along walks of the transition graph "
                         "the model's own states on the training strings imply (research lever; 0: off)")

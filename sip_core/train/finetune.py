@@ -164,6 +164,10 @@ class FineTuner:
             if self.dist.enabled:
                 raise SipError("--state-consistency runs in one process only (not under torchrun/--nproc)")
             self.model.state_head.requires_grad_(False)  # frozen: a trained head could predict one state everywhere
+        if (getattr(args, "prefix_dropout", 0.0) or getattr(args, "prefix_noise", 0.0)) and self.model.prefix is None:
+            raise SipError("--prefix-dropout and --prefix-noise need a tuned prefix (--prefix mean or random)")
+        self.model.prefix_dropout = getattr(args, "prefix_dropout", 0.0)
+        self.model.prefix_noise = getattr(args, "prefix_noise", 0.0)
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.commit = runtime.git_commit()
 
@@ -331,6 +335,8 @@ class FineTuner:
                                 "prefix_codebook_states": getattr(args, "prefix_codebook_states", 0),
                                 "prefix_straight_through": bool(getattr(args, "prefix_straight_through", False)),
                                 "prefix_pull": getattr(args, "prefix_pull", 0.0),
+                                "prefix_dropout": getattr(args, "prefix_dropout", 0.0),
+                                "prefix_noise": getattr(args, "prefix_noise", 0.0),
                                 "state_consistency": getattr(args, "state_consistency", 0.0),
                                 "consistency_walk_length": getattr(args, "consistency_walk_length", 30)},
         }
@@ -391,6 +397,8 @@ def main(args) -> int:
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     check_codebook_args(args)
+    if not 0 <= getattr(args, "prefix_dropout", 0.0) < 1 or getattr(args, "prefix_noise", 0.0) < 0:
+        raise SipError("--prefix-dropout must be in [0, 1) and --prefix-noise at least 0")
     if getattr(args, "state_consistency", 0.0) < 0 or getattr(args, "consistency_walk_length", 30) < 1:
         raise SipError("--state-consistency must be at least 0 and --consistency-walk-length at least 1")
     args.no_progress = getattr(args, "no_progress", False)
