@@ -45,7 +45,8 @@ work = pathlib.Path(sys.argv[1])
 for m in sorted(work.glob("*/metrics.json")):
     d = json.loads(m.read_text())
     curve = " ".join(f"{e['acc']:.0f}" for e in d["epochs"])
-    print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}  curve {curve}  {d['wall_seconds']:.0f}s")
+    held = f"  holdout {d['holdout']['acc']:5.1f}" if "holdout" in d else ""
+    print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}{held}  curve {curve}  {d['wall_seconds']:.0f}s")
 for p in sorted(work.glob(".*.partial/progress.json")):  # stopped by LIMIT_S: the curve so far
     d = json.loads(p.read_text())
     print(f"{p.parent.name:40s} unfinished, curve {' '.join(f'{e['acc']:.0f}' for e in d['epochs'])}")

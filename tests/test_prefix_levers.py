@@ -1,7 +1,9 @@
 """Fine-tuning levers of the from-scratch research (docs/EXPERIMENTS.md): `--prefix-init-fsts K` (how many
-pre-training FSTs the prefix init averages; 1 = one real FST's encoding) and `--prefix-only-epochs N` (the
-prefix trains alone first). Checked against the FST encoder's own output and against the checkpoint a
-killed run leaves after its prefix-only epoch."""
+pre-training FSTs the prefix init averages; 1 = one real FST's encoding), `--prefix-only-epochs N` (the prefix
+trains alone first), `--prefix-dropout/--prefix-noise` (training-time perturbations of the prefix),
+`--holdout-longest F` (a length dev set) and `--length-weighting A` (long inputs drawn more often). Checked
+against the FST encoder's own output, the checkpoint a killed run leaves, an independent count of lengths and
+the empirical frequency of draws."""
 from __future__ import annotations
 
 import math
@@ -88,7 +90,9 @@ def test_prefix_only_epochs_keep_the_body_still_then_train_it(tmp_path):
 @pytest.mark.parametrize("flags, message", [(["--prefix-init-fsts", "0"], "--prefix-init-fsts must be at least 1"),
                                             (["--prefix-only-epochs", "2"], "--prefix-only-epochs must be between"),
                                             (["--prefix-dropout", "1"], "--prefix-dropout must be in [0, 1)"),
-                                            (["--prefix-noise", "-0.1"], "--prefix-noise at least 0")])
+                                            (["--prefix-noise", "-0.1"], "--prefix-noise at least 0"),
+                                            (["--length-weighting", "-1"], "--length-weighting must be at least 0"),
+                                            (["--holdout-longest", "1"], "--holdout-longest must be in [0, 1)")])
 def test_bad_lever_values_are_one_line_errors(tmp_path, capsys, flags, message):
     _, model = _base(tmp_path)
     argv = ["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"),
@@ -147,3 +151,45 @@ def test_prefix_dropout_and_noise_act_in_training_only_and_per_row(tmp_path):
     m.eval()
     vec, keep = m.prefix_vectors(3)
     assert keep.all() and torch.equal(vec, m.prefix.unsqueeze(0).expand(3, -1, -1))
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=40), st.floats(0.0, 0.95))
+def test_split_longest_holds_out_the_longest_inputs_and_keeps_the_rest_in_order(inputs, fraction):
+    from sip_core.train.data import split_longest
+    pairs = [(x, str(i)) for i, x in enumerate(inputs)]
+    rest, held = split_longest(pairs, fraction)
+    assert len(held) == round(len(pairs) * fraction)
+    assert sorted(rest + held, key=lambda p: int(p[1])) == pairs  # a partition
+    assert rest == [p for p in pairs if p not in held]  # original order
+    if rest and held:
+        assert min(len(x) for x, _ in held) >= max(len(x) for x, _ in rest)
+
+
+def test_holdout_longest_trains_on_the_shorter_inputs_and_scores_the_longest(tmp_path):
+    import json
+    from sip_core.train.data import read_tsv_pairs
+    _, model = _base(tmp_path)
+    assert cli.main(["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test",
+                     str(EXAMPLE / "test.tsv"), "--out", str(tmp_path / "run"), "--epochs", "1", "--no-progress",
+                     "--holdout-longest", "0.25"]) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    train = read_tsv_pairs(EXAMPLE / "train.tsv")
+    held = round(len(train) * 0.25)
+    assert metrics["n_train"] == len(train) - held and metrics["holdout"]["n"] == held
+    assert metrics["holdout"]["min_input_length"] == sorted(len(x) for x, _ in train)[len(train) - held]
+    assert 0 <= metrics["holdout"]["acc"] <= 100
+
+
+def test_length_weighting_draws_examples_in_proportion_to_their_weight():
+    """An epoch of n draws with replacement: an example with 100x the weight of each of 9 others is drawn
+    about 100/109 of the time; without weights, a permutation (every example once)."""
+    import numpy as np
+    from sip_core.train.batching import random_batches
+    weights = np.array([1.0] * 9 + [100.0])
+    drawn = np.concatenate([np.concatenate(random_batches(10, 4, seed=0, epoch=e, weights=weights)) for e in range(2000)])
+    assert len(drawn) == 20000 and abs((drawn == 9).mean() - 100 / 109) < 0.01
+    assert sorted(np.concatenate(random_batches(10, 4, seed=0, epoch=0)).tolist()) == list(range(10))

@@ -152,9 +152,11 @@ class LengthCurriculum:
         return self.order[rng.choice(n, size=min(self.batch_size, n), replace=False)]
 
 
-def random_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
-    """Reference-style plan: a random permutation cut into batches (no bucketing)."""
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
+def random_batches(n: int, batch_size: int, seed: int, epoch: int, weights: np.ndarray | None = None) -> list[np.ndarray]:
+    """Reference-style plan: a random permutation cut into batches (no bucketing). With ``weights``, an epoch
+    of n examples drawn with replacement in proportion to them instead."""
+    rng = np.random.default_rng([seed, epoch])
+    perm = rng.permutation(n) if weights is None else rng.choice(n, size=n, replace=True, p=weights / weights.sum())
     return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
 
 

@@ -122,6 +122,12 @@ def register(commands, data_commands) -> None:
                    help="the body reads each prefix slot as its nearest codebook entry (gradient straight through)")
     p.add_argument("--prefix-pull", type=float, default=0.0, metavar="W",
                    help="loss weight pulling each prefix slot towards its nearest codebook entry")
+    p.add_argument("--holdout-longest", type=float, default=0.0, metavar="F",
+                   help="hold out the fraction F of training pairs with the longest inputs (not trained on) and report "
+                        "accuracy on them in metrics.json `holdout`: a length dev set for choosing among seeds (0: off)")
+    p.add_argument("--length-weighting", type=float, default=0.0, metavar="A",
+                   help="draw training examples in proportion to input length^A, with replacement (research lever; 0: "
+                        "the original's uniform permutation)")
     p.add_argument("--prefix-dropout", type=float, default=0.0, metavar="P",
                    help="in training, mask each tuned prefix slot with probability P per example (research lever; 0: off)")
     p.add_argument("--prefix-noise", type=float, default=0.0, metavar="S",

@@ -291,6 +291,18 @@ def task_pairs(table: pa.Table, task_id: str, split: str) -> list[tuple[str, str
     return list(zip(sub.column("input").to_pylist(), sub.column("output").to_pylist()))
 
 
+def split_longest(pairs: list[tuple[str, str]], fraction: float) -> tuple[list, list]:
+    """(rest, held out): the ``fraction`` of pairs with the longest inputs held out (ties by position, so the
+    split is deterministic), the rest in their original order. A dev set for length generalisation that needs
+    no test data: train on the shorter inputs, measure on the longest."""
+    n = round(len(pairs) * fraction)
+    if fraction <= 0 or n == 0:
+        return list(pairs), []
+    by_length = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), i))
+    held = set(by_length[-n:])
+    return [p for i, p in enumerate(pairs) if i not in held], [pairs[i] for i in sorted(held)]
+
+
 def read_pairs_any(path: str | Path, split: str | None = None) -> list[tuple[str, str]]:
     """Pairs from a TSV or a Parquet task file (optionally one split of it)."""
     path = Path(path)

@@ -37,7 +37,8 @@ from sip_core.train.batching import DeviceSplit, random_batches
 from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
-from sip_core.train.data import load_task_examples, make_split, read_pairs_any, task_ids_in, task_pairs
+from sip_core.train.data import (load_task_examples, make_split, read_pairs_any, split_longest, task_ids_in,
+                                 task_pairs)
 from sip_core.train.rundir import Staging, check_out, sha256
 
 # The released SIP-d4 (issue 8): the default --model once it exists.
@@ -230,6 +231,10 @@ class FineTuner:
         distributed.seed_rank(dist, args.seed)
         model = self.model
         forward = dist.wrap(model, self.device)
+        # --holdout-longest: the longest training inputs become a length dev set (scored at the end, not trained on)
+        train_pairs, holdout_pairs = split_longest(train_pairs, getattr(args, "holdout_longest", 0.0))
+        if not train_pairs:
+            raise SipError(f"task {task_id!r}: --holdout-longest leaves no training pairs")
         train = DeviceSplit(make_split(*zip(*train_pairs)), self.device)
         test = DeviceSplit(make_split(*zip(*test_pairs)), self.device)
         codebook, pull = self._codebook(train_pairs)
@@ -263,6 +268,10 @@ class FineTuner:
         steps_per_epoch = -(-len(train) // args.batch_size)
         total_steps = args.epochs * steps_per_epoch
         consistency = getattr(args, "state_consistency", 0.0)
+        # --length-weighting A: long training inputs (the rare ones, and what the test extrapolates to) drawn
+        # in proportion to length^A
+        alpha = getattr(args, "length_weighting", 0.0)
+        sampling_weights = (np.array([len(x) for x, _ in train_pairs], dtype=np.float64) ** alpha) if alpha else None
         for epoch in epochs:
             model.train()
             # two-stage tuning: the body waits while the prefix finds its place
@@ -271,7 +280,7 @@ class FineTuner:
             if consistency > 0:
                 walks, stats = self._walks(train, epoch, steps_per_epoch * args.batch_size)
                 consistency_log.append(stats)
-            for b, idx in enumerate(random_batches(len(train), args.batch_size, args.seed, epoch)):
+            for b, idx in enumerate(random_batches(len(train), args.batch_size, args.seed, epoch, sampling_weights)):
                 factor = decay_factor(schedule, steps, total_steps)
                 for group in optimizer.param_groups:
                     group["lr"] = base_lr[group["name"]] * factor
@@ -337,11 +346,18 @@ class FineTuner:
                                 "prefix_pull": getattr(args, "prefix_pull", 0.0),
                                 "prefix_dropout": getattr(args, "prefix_dropout", 0.0),
                                 "prefix_noise": getattr(args, "prefix_noise", 0.0),
+                                "holdout_longest": getattr(args, "holdout_longest", 0.0),
+                                "length_weighting": getattr(args, "length_weighting", 0.0),
                                 "state_consistency": getattr(args, "state_consistency", 0.0),
                                 "consistency_walk_length": getattr(args, "consistency_walk_length", 30)},
         }
         if consistency_log:
             metrics["consistency"] = consistency_log
+        if holdout_pairs:
+            held = DeviceSplit(make_split(*zip(*holdout_pairs)), self.device)
+            row = score(predict_split(model, held, args.eval_batch_size, self.autocast), held.split.outputs)
+            metrics["holdout"] = {"acc": row["acc"], "ed": row["ed"], "n": len(held),
+                                  "min_input_length": min(len(x) for x, _ in holdout_pairs)}
         if save:
             save_model(model, out_dir)
         if getattr(args, "save_prefix", False) and model.prefix is not None:
@@ -397,6 +413,10 @@ def main(args) -> int:
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     check_codebook_args(args)
+    if getattr(args, "length_weighting", 0.0) < 0:
+        raise SipError("--length-weighting must be at least 0")
+    if not 0 <= getattr(args, "holdout_longest", 0.0) < 1:
+        raise SipError("--holdout-longest must be in [0, 1)")
     if not 0 <= getattr(args, "prefix_dropout", 0.0) < 1 or getattr(args, "prefix_noise", 0.0) < 0:
         raise SipError("--prefix-dropout must be in [0, 1) and --prefix-noise at least 0")
     if getattr(args, "state_consistency", 0.0) < 0 or getattr(args, "consistency_walk_length", 30) < 1:
