@@ -125,6 +125,14 @@ def register(commands, data_commands) -> None:
     p.add_argument("--holdout-longest", type=float, default=0.0, metavar="F",
                    help="hold out the fraction F of training pairs with the longest inputs (not trained on) and report "
                         "accuracy on them in metrics.json `holdout`: a length dev set for choosing among seeds (0: off)")
+    p.add_argument("--restarts", type=int, default=1, metavar="K",
+                   help="K short runs (seeds seed..seed+K-1) on the training pairs without the longest ones; the "
+                        "best on those longest pairs is where the real run starts, on all pairs (1: off)")
+    p.add_argument("--restart-epochs", type=int, default=10, metavar="E", help="epochs of each restart")
+    p.add_argument("--restart-holdout", type=float, default=0.05, metavar="F",
+                   help="fraction of training pairs, the longest inputs, that the restarts are chosen by")
+    p.add_argument("--continue-lr-scale", type=float, default=0.1, metavar="S",
+                   help="with --restarts: both LRs of the real run times S (its start is trained already)")
     p.add_argument("--length-weighting", type=float, default=0.0, metavar="A",
                    help="draw training examples in proportion to input length^A, with replacement (research lever; 0: "
                         "the original's uniform permutation)")

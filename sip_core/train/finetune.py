@@ -32,7 +32,7 @@ from sip_core.model.loading import (build_model, is_sip_checkpoint, load_prefix_
                                     save_model, save_tuned_prefix, with_prefix_mode)
 from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import checkpoint as ckpt
-from sip_core.train import distributed, modelcard, runtime
+from sip_core.train import distributed, modelcard, restarts, runtime
 from sip_core.train.batching import DeviceSplit, random_batches
 from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
@@ -165,6 +165,8 @@ class FineTuner:
             if self.dist.enabled:
                 raise SipError("--state-consistency runs in one process only (not under torchrun/--nproc)")
             self.model.state_head.requires_grad_(False)  # frozen: a trained head could predict one state everywhere
+        if restarts.enabled(args) and self.dist.enabled:
+            raise SipError("--restarts runs in one process only (not under torchrun/--nproc)")
         if (getattr(args, "prefix_dropout", 0.0) or getattr(args, "prefix_noise", 0.0)) and self.model.prefix is None:
             raise SipError("--prefix-dropout and --prefix-noise need a tuned prefix (--prefix mean or random)")
         self.model.prefix_dropout = getattr(args, "prefix_dropout", 0.0)
@@ -228,6 +230,12 @@ class FineTuner:
             raise SipError(f"task {task_id!r} has no test examples")
         started = time.monotonic()
         self._reset(args.seed)
+        resume_from = ckpt.latest_checkpoint(out_dir)
+        selection = None
+        if restarts.enabled(args):  # K short runs choose the start by the longest training inputs (restarts.py)
+            selection = (restarts.read_log(out_dir) if resume_from is not None
+                         else restarts.select_start(self, task_id, train_pairs, test_pairs, out_dir))
+            runtime.seed_everything(args.seed)
         distributed.seed_rank(dist, args.seed)
         model = self.model
         forward = dist.wrap(model, self.device)
@@ -244,7 +252,6 @@ class FineTuner:
         evaluations, consistency_log = [], []
         predictions = None
         steps, start_epoch, seconds_before = 0, 0, 0.0
-        resume_from = ckpt.latest_checkpoint(out_dir)
         if resume_from is not None:
             payload, _ = ckpt.load_checkpoint(resume_from)
             model.load_state_dict(payload["model"])
@@ -264,6 +271,7 @@ class FineTuner:
             epochs = tqdm(epochs, desc=f"finetune {task_id}", unit="epoch", leave=False, mininterval=1.0,
                           initial=start_epoch, total=args.epochs)
         prefix_only = getattr(args, "prefix_only_epochs", 0)
+        lr_scale = args.continue_lr_scale if restarts.enabled(args) else 1.0  # the chosen start is trained already
         schedule = getattr(args, "schedule", "constant")
         steps_per_epoch = -(-len(train) // args.batch_size)
         total_steps = args.epochs * steps_per_epoch
@@ -275,7 +283,7 @@ class FineTuner:
         for epoch in epochs:
             model.train()
             # two-stage tuning: the body waits while the prefix finds its place
-            base_lr = {"prefix": args.prefix_lr, "body": 0.0 if epoch < prefix_only else args.lr}
+            base_lr = {"prefix": args.prefix_lr * lr_scale, "body": 0.0 if epoch < prefix_only else args.lr * lr_scale}
             walks = None
             if consistency > 0:
                 walks, stats = self._walks(train, epoch, steps_per_epoch * args.batch_size)
@@ -349,10 +357,17 @@ class FineTuner:
                                 "holdout_longest": getattr(args, "holdout_longest", 0.0),
                                 "length_weighting": getattr(args, "length_weighting", 0.0),
                                 "state_consistency": getattr(args, "state_consistency", 0.0),
+                                "restarts": getattr(args, "restarts", 1),
+                                "restart_epochs": getattr(args, "restart_epochs", 0),
+                                "restart_holdout": getattr(args, "restart_holdout", 0.0),
+                                "continue_lr_scale": getattr(args, "continue_lr_scale", 1.0),
                                 "consistency_walk_length": getattr(args, "consistency_walk_length", 30)},
         }
         if consistency_log:
             metrics["consistency"] = consistency_log
+        if selection is not None:  # the run's cost includes the restarts behind it
+            metrics["selection"] = selection
+            metrics["wall_seconds"] = round(metrics["wall_seconds"] + sum(e["wall_seconds"] for e in selection["restarts"]), 2)
         if holdout_pairs:
             held = DeviceSplit(make_split(*zip(*holdout_pairs)), self.device)
             row = score(predict_split(model, held, args.eval_batch_size, self.autocast), held.split.outputs)
@@ -363,6 +378,7 @@ class FineTuner:
         if getattr(args, "save_prefix", False) and model.prefix is not None:
             save_tuned_prefix(model.prefix, out_dir)
         shutil.rmtree(ckpt.checkpoint_root(out_dir), ignore_errors=True)
+        restarts.drop_weights(out_dir)  # the restarts' logs stay beside the run; their weights are spent
         (out_dir / PROGRESS_FILE).unlink(missing_ok=True)  # metrics.json carries the whole curve
         write_run(out_dir, metrics, test.split.inputs, test.split.outputs, predictions)  # metrics.json last
         return metrics
@@ -413,6 +429,7 @@ def main(args) -> int:
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     check_codebook_args(args)
+    restarts.check_args(args)
     if getattr(args, "length_weighting", 0.0) < 0:
         raise SipError("--length-weighting must be at least 0")
     if not 0 <= getattr(args, "holdout_longest", 0.0) < 1:
