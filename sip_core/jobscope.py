@@ -79,7 +79,8 @@ def _protocol_keys(resolved: dict, model: str, family: str) -> list[str]:
     per_model = [f"finetune.{family}.{name}.{own if own in fam[name] else 'default'}" for name in ("batch", "lr")]
     return ([f"finetune.{family}.{k}" for k in ("epochs", "eval_last", "report_last", "test_batch")] + per_model
             + ["finetune.prefix_lr", "finetune.prefix_length", "finetune.clip", "finetune.seed"]
-            + (["finetune.schedule"] if "schedule" in resolved["finetune"] else []))  # optional: constant if absent
+            + (["finetune.schedule"] if "schedule" in resolved["finetune"] else [])  # optional: constant if absent
+            + (["finetune.restarts"] if "restarts" in resolved["finetune"] else []))  # optional: one run if absent
 
 
 def finetune_keys(resolved: dict, model: str, setting: str) -> list[str]:

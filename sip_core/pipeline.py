@@ -61,6 +61,16 @@ def by_model(mapping, model: str):
     return mapping.get(MODELS[model].hparams, mapping["default"])
 
 
+def restart_flags(restarts: dict | None) -> str:
+    """``sip finetune`` flags of params ``finetune.restarts`` (K short runs chosen by the longest training inputs,
+    sip_core/train/restarts.py); absent: one run, as in the original."""
+    if not restarts:
+        return ""
+    flags = {"count": "--restarts", "epochs": "--restart-epochs", "holdout": "--restart-holdout",
+             "lr_scale": "--continue-lr-scale"}
+    return "".join(f" {flags[k]} {restarts[k]}" for k in flags if k in restarts)
+
+
 # params `model.shape` keys -> the T5 config's names (a released checkpoint's config.json, key "t5")
 SHAPE_CONFIG_KEYS = {"d_model": "d_model", "d_ff": "d_ff", "num_layers": "num_layers",
                      "num_decoder_layers": "num_decoder_layers", "num_heads": "num_heads", "d_kv": "d_kv",

@@ -87,3 +87,17 @@ def test_a_dvc_stage_lists_the_keys_it_depends_on(mutate, expect, spare):
     before, after = stage_values(PARAMS), stage_values(params)
     hit = {name for name in before if before[name] != after[name]}
     assert expect <= hit and not (spare & hit), sorted(hit)
+
+
+def test_fine_tuning_restarts_reach_the_fine_tuning_jobs_and_their_commands():
+    restarts = {"count": 4, "epochs": 8, "holdout": 0.05, "lr_scale": 0.1}
+    hit = changed(lambda p: p["scales"]["ci"]["finetune"].update(restarts=restarts))
+    assert {"finetune/sip-d4/iteration-s4", "finetune/base/g2p", "table/table1"} <= hit
+    assert not any(j.startswith("pretrain/") for j in hit)
+    assert pipeline.restart_flags(restarts) == (" --restarts 4 --restart-epochs 8 --restart-holdout 0.05"
+                                                " --continue-lr-scale 0.1")
+    assert pipeline.restart_flags(None) == ""
+    params = copy.deepcopy(PARAMS)
+    params["scales"]["ci"]["finetune"]["restarts"] = {"count": 1}
+    with pytest.raises(Exception, match="restarts"):
+        config.validate(params)

@@ -161,7 +161,8 @@ def finetune_args(wildcards, phash=None):
             f" --prefix-length {pipeline.by_model(ft['prefix_length'], wildcards.model)} --clip {ft['clip']}"
             f" --seed {ft['seed'] + SEED_OFFSET} --scale {wildcards.scale} --params-hash {phash}"
             # optional: absent means the original's constant LR (and leaves the ci/cpu commands as they were)
-            + (f" --schedule {pipeline.by_model(ft['schedule'], wildcards.model)}" if "schedule" in ft else ""))
+            + (f" --schedule {pipeline.by_model(ft['schedule'], wildcards.model)}" if "schedule" in ft else "")
+            + pipeline.restart_flags(ft.get("restarts")))
 
 
 # --- tables
