@@ -166,6 +166,11 @@ def register(commands, data_commands) -> None:
     _add_runtime(p, "tf32")
     p.set_defaults(func=_evaluate)
 
+    p = commands.add_parser("vote", help="majority vote of several runs' predictions on the same test set")
+    p.add_argument("runs", nargs="+", help="run directories (predictions.parquet); ties go to the first")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_vote)
+
     p = commands.add_parser("predict", help="greedy outputs for inputs read one per line from stdin")
     p.add_argument("--model", required=True)
     p.add_argument("--batch-size", type=int, default=64)
@@ -216,6 +221,11 @@ def _finetune(args) -> int:
 def _evaluate(args) -> int:
     from sip_core.eval.evaluate import evaluate_main
     return evaluate_main(args)
+
+
+def _vote(args) -> int:
+    from sip_core.eval.vote import vote_main
+    return vote_main(args)
 
 
 def _predict(args) -> int:
