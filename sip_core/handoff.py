@@ -37,9 +37,13 @@ from sip_core.io import write_json
 # Rules whose jobs run on the GPU host, in the order they may run: pre-training (parents first), then the
 # jobs that read its checkpoints (fine-tuning, the Section 7 probe, prefix tuning and its permutation test
 # (prefix_table: 21 decodings of each test set), the T5 path).
-GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "prefix_tune", "prefix_table",
-             "t5_finetune")
+GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "probe_report", "prefix_tune",
+             "prefix_table", "t5_finetune")
 PARALLEL_RULES = ("finetune", "prefix_tune", "t5_finetune")  # each reads only checkpoints made before it
+# Outputs that stay on the host: read by a later job there, too big to bring back (the probe's five fine-tuned
+# models, ~360 MB at gpu scale). Only their logs travel; the Snakefile marks them temp(), so their absence here
+# leaves the report built from them up to date.
+HOST_ONLY_RULES = ("probe_finetune",)
 HOST_RULE = "host_data"  # a pool rebuilt on the GPU host, checked against the digests of the local copy
 POOL_RULES = ("fst_pool", "set_pool")
 RELEASE_RULE = "use_release"  # a released model (in git) copied to a scale's checkpoint directory
@@ -221,7 +225,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1) ->
             continue
         (done if returncode == 0 and _done(job) else failed).append(job)
     _settle(running, 0, deadline, done, failed)
-    pack([p for job in done for p in job["output"] + _log(job)], out_dir)
+    pack([p for job in done for p in (job["output"] if job["rule"] not in HOST_ONLY_RULES else []) + _log(job)], out_dir)
     pending = [j for j in spec["jobs"] if not _done(j)]
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")

@@ -110,6 +110,25 @@ def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_p
     assert _archive_names(tmp_path / "out") == ["runs/quick/metrics.json"]
 
 
+def test_the_probe_models_stay_on_the_host_and_its_report_comes_back(tmp_path, monkeypatch):
+    """The probe's fine-tuned models (~360 MB at gpu scale) feed the report on the host and cannot travel; the
+    report (tables, figures) and every log do."""
+    import json
+    monkeypatch.chdir(tmp_path)
+    jobs = [{"rule": "probe_finetune", "output": ["data/gpu/probe/finetuned"], "wildcards": {},
+             "cmd": "{ mkdir -p data/gpu/probe/finetuned/t0 && echo w > data/gpu/probe/finetuned/t0/model.safetensors; }"
+                    " > logs/ft.log 2>&1"},
+            {"rule": "probe_report", "output": ["results/gpu/probe.csv"], "wildcards": {},
+             "cmd": "{ test -f data/gpu/probe/finetuned/t0/model.safetensors && echo acc > results/gpu/probe.csv; }"
+                    " > logs/report.log 2>&1"}]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    for d in ("logs", "results/gpu"):
+        Path(d).mkdir(parents=True)
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1) == {"done": 2, "failed": 0, "pending": 0}
+    assert _archive_names(tmp_path / "out") == ["logs/ft.log", "logs/report.log", "results/gpu/probe.csv"]
+    assert handoff.GPU_RULES.index("probe_report") > handoff.GPU_RULES.index("probe_finetune")
+
+
 def test_the_local_profile_is_the_one_snakemake_loads_by_itself():
     """Snakemake applies a workflow profile without being told only from profiles/default beside the
     Snakefile; its no-mtime rerun triggers and checksum threshold are what keep `dvc checkout` from forcing

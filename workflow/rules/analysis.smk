@@ -55,7 +55,8 @@ rule probe_finetune:
         model="data/{scale}/checkpoints/sip-d4/model.safetensors",
         tasks=f"data/{{scale}}/eval/{pipeline.PROBE_SETTING}/examples.parquet",
     output:
-        directory("data/{scale}/probe/finetuned"),
+        # temp: read once, by probe_report; on a GPU host the models stay there (sip_core/handoff.py HOST_ONLY_RULES)
+        temp(directory("data/{scale}/probe/finetuned")),
     params:
         args=transfer_finetune_args,
         model=lambda wc, input: os.path.dirname(input.model),
