@@ -39,7 +39,7 @@ from sip_core.io import write_json
 # (prefix_table: 21 decodings of each test set), the T5 path).
 GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "probe_report", "prefix_tune",
              "prefix_table", "t5_finetune")
-PARALLEL_RULES = ("finetune", "prefix_tune", "t5_finetune")  # each reads only checkpoints made before it
+PARALLEL_RULES = ("finetune", "probe_finetune", "prefix_tune", "t5_finetune")  # each reads only checkpoints made before it
 # Outputs that stay on the host: read by a later job there, too big to bring back (the probe's five fine-tuned
 # models, ~360 MB at gpu scale). Only their logs travel; the Snakefile marks them temp(), so their absence here
 # leaves the report built from them up to date.

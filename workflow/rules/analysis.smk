@@ -49,19 +49,22 @@ rule probe_train:
         " --out {params.out} > {log} 2>&1"
 
 
-# The probed model fine-tuned on the transfer tasks as in Table 1, keeping the weights (--save-model).
+# The probed model fine-tuned on each transfer task as in Table 1, keeping the weights (--save-model). One job per
+# task, so that a GPU host runs them side by side (sip_core/handoff.py PARALLEL_RULES).
 rule probe_finetune:
     input:
         model="data/{scale}/checkpoints/sip-d4/model.safetensors",
         tasks=f"data/{{scale}}/eval/{pipeline.PROBE_SETTING}/examples.parquet",
     output:
         # temp: read once, by probe_report; on a GPU host the models stay there (sip_core/handoff.py HOST_ONLY_RULES)
-        temp(directory("data/{scale}/probe/finetuned")),
+        temp(directory("data/{scale}/probe/finetuned/{task}")),
+    wildcard_constraints:
+        task=rf"{pipeline.PROBE_SETTING}-\d+",
     params:
         args=transfer_finetune_args,
         model=lambda wc, input: os.path.dirname(input.model),
     log:
-        "logs/{scale}/probe/finetune.log",
+        "logs/{scale}/probe/finetune-{task}.log",
     threads: 1
     resources:
         gpu=1,
@@ -70,13 +73,13 @@ rule probe_finetune:
         CONDA_ENV
     shell:
         "python -m sip_core.cli finetune --model {params.model} --model-name sip-d4 --tasks {input.tasks}"
-        " --task-id all {params.args} --save-model --no-progress --out {output} > {log} 2>&1"
+        " --task-id {wildcards.task} {params.args} --save-model --no-progress --out {output} > {log} 2>&1"
 
 
 rule probe_report:
     input:
         info="data/{scale}/probe/probing.json",
-        finetuned="data/{scale}/probe/finetuned",
+        finetuned=probe_finetuned_runs,
         tasks=f"data/{{scale}}/eval/{pipeline.PROBE_SETTING}/examples.parquet",
     output:
         csv=report("results/{scale}/probe.csv", caption="../report/table.rst", category="Tables"),
@@ -87,12 +90,13 @@ rule probe_report:
     params:
         probe=lambda wc, input: os.path.dirname(input.info),
         tasks=lambda wc, input: os.path.dirname(input.tasks),
+        finetuned=lambda wc: f"data/{wc.scale}/probe/finetuned",
     log:
         "logs/{scale}/tables/probe.log",
     conda:
         CONDA_ENV
     shell:
-        "python -m sip_core.cli probe report --probe {params.probe} --finetuned {input.finetuned} --tasks {params.tasks}"
+        "python -m sip_core.cli probe report --probe {params.probe} --finetuned {params.finetuned} --tasks {params.tasks}"
         " --scale {wildcards.scale} --out {output.csv} --figure-train {output.train} --figure-test {output.test}"
         " > {log} 2>&1"
 

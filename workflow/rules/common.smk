@@ -210,6 +210,12 @@ def transfer_finetune_args(wildcards):
                                          setting=pipeline.PROBE_SETTING))
 
 
+def probe_finetuned_runs(wildcards):
+    """The probed model's fine-tuned run on each transfer task (one job per task)."""
+    tasks = S(wildcards)["data"]["eval"]["tasks"]
+    return [f"data/{wildcards.scale}/probe/finetuned/{pipeline.PROBE_SETTING}-{i}" for i in range(tasks)]
+
+
 def analysis_table_runs(name):
     def runs(wildcards):
         cfg = S(wildcards)["analysis"][name]
