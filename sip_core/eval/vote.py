@@ -11,7 +11,6 @@ directory (predictions.parquet, metrics.json with the runs it came from and thei
 from __future__ import annotations
 
 import collections
-import json
 from pathlib import Path
 
 from sip_core.errors import SipError
