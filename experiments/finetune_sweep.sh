@@ -47,9 +47,16 @@ for m in sorted(work.glob("*/metrics.json")):
     curve = " ".join(f"{e['acc']:.0f}" for e in d["epochs"])
     held = f"  holdout {d['holdout']['acc']:5.1f}" if "holdout" in d else ""
     print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}{held}  curve {curve}  {d['wall_seconds']:.0f}s")
+    if "selection" in d:  # --restarts: each restart's holdout and test accuracy, the choice, and their vote
+        from sip_core.eval.vote import vote_runs
+        sel = d["selection"]
+        rows = " ".join(f"r{e['restart']} {e['holdout_acc']:.1f}/{e['test_acc']:.1f}" for e in sel["restarts"])
+        vote = vote_runs(sorted(m.parent.glob("restarts/r*")))["metrics"]["acc"]
+        print(f"{'':40s} restarts holdout/test: {rows}; chosen r{sel['chosen']}; vote of restarts {vote:.1f}")
 for p in sorted(work.glob(".*.partial/progress.json")):  # stopped by LIMIT_S: the curve so far
     d = json.loads(p.read_text())
-    print(f"{p.parent.name:40s} unfinished, curve {' '.join(f'{e['acc']:.0f}' for e in d['epochs'])}")
+    curve = " ".join(f"{e['acc']:.0f}" for e in d["epochs"])  # Python < 3.12 too: no nested same quotes
+    print(f"{p.parent.name:40s} unfinished, curve {curve}")
 PY
 for f in $work/*.log; do grep -l -i "error\|traceback" "$f" >/dev/null && { echo "== $f"; tail -c 600 "$f"; }; done
 exit 0
