@@ -48,3 +48,33 @@ def test_runs_on_other_inputs_or_too_few_runs_are_one_line_errors(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "other inputs" in err[0] and "at least two" in err[1] and "not a run directory" in err[2]
     assert not (tmp_path / "v").exists(), "nothing is written on an error"
+
+
+def _tiny(path, seed):
+    import torch
+
+    from sip_core.model import SIPConfig, SIPForConditionalGeneration
+    from sip_core.model.config import t5_kwargs
+    from sip_core.model.loading import save_model
+    torch.manual_seed(seed)
+    shape = t5_kwargs(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, dropout_rate=0.0)
+    save_model(SIPForConditionalGeneration(SIPConfig(t5=shape, prefix_mode="none", variant="base")), path)
+    return str(path)
+
+
+def _predict(monkeypatch, capsys, models, lines):
+    import io
+    import sys
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("".join(x + "\n" for x in lines).encode()),
+                                                      encoding="utf-8"))
+    assert cli.main(["predict", "--model", *models]) == 0
+    return capsys.readouterr().out.split("\n")[:-1]
+
+
+def test_predict_with_several_models_outputs_their_vote(tmp_path, monkeypatch, capsys):
+    a, b = _tiny(tmp_path / "a", 1), _tiny(tmp_path / "b", 2)
+    lines = ["ab", "banana", "x", "coconut", "aaaa"]
+    out_a, out_b = _predict(monkeypatch, capsys, [a], lines), _predict(monkeypatch, capsys, [b], lines)
+    assert len(out_a) == len(lines) and out_a != out_b, "two random models must differ somewhere for this test"
+    assert _predict(monkeypatch, capsys, [b, a, a], lines) == out_a  # a is the majority on every line
+    assert _predict(monkeypatch, capsys, [b, a], lines) == out_b  # one each: ties go to the first named

@@ -17,11 +17,11 @@ from sip_core.train.data import (fst_table_from_arrow, load_task_examples, make_
                                  read_parquet, task_ids_in)
 
 
-def _load(args):
+def _load(args, path: str | None = None):
     device = runtime.pick_device(args.device)
     runtime.configure_threads(device, args.threads)
     autocast = runtime.set_precision(args.precision, device)
-    model = load_sip(args.model).to(device).eval()
+    model = load_sip(path or args.model).to(device).eval()
     if model.config.prefix_mode == "te":
         raise SipError("a TE pre-training checkpoint has no prefix for new inputs; fine-tune it first")
     return model, device, autocast
@@ -70,13 +70,20 @@ def evaluate_main(args) -> int:
 
 
 def predict_main(args) -> int:
-    model, device, autocast = _load(args)
-    if model.config.prefix_mode == "fst":
-        raise SipError("an FST-prefix (pre-training) checkpoint needs an FST per input; predict with a fine-tuned run")
+    """One output per input line; with several --model runs, their majority vote (``sip_core.eval.vote``)."""
+    from sip_core.eval.vote import majority
     from sip_core.tasks.tsv import read_inputs
+    paths = args.model if isinstance(args.model, list) else [args.model]
+    models = [_load(args, path) for path in paths]  # every checkpoint is checked before any input is read
+    for model, _, _ in models:
+        if model.config.prefix_mode == "fst":
+            raise SipError("an FST-prefix (pre-training) checkpoint needs an FST per input; predict with a fine-tuned run")
     lines = read_inputs(sys.stdin)  # one input per line; a bad line is a one-line error before any output
-    data = DeviceSplit(make_split(lines, [""] * len(lines)), device)
-    for pred in predict_split(model, data, args.batch_size, autocast):
+    columns = []
+    for model, device, autocast in models:
+        data = DeviceSplit(make_split(lines, [""] * len(lines)), device)
+        columns.append(predict_split(model, data, args.batch_size, autocast))
+    for pred in (majority(columns) if len(columns) > 1 else columns[0]):
         sys.stdout.write(pred + "\n")
     sys.stdout.flush()
     return 0

@@ -7,6 +7,7 @@ is the ensemble a user can deploy. It is not the paper's protocol: tables report
 
 Per input the most frequent prediction wins; ties go to the run named first. The result is an ordinary run
 directory (predictions.parquet, metrics.json with the runs it came from and their own accuracies).
+``sip predict --model A B C`` applies the same ``majority`` to new inputs.
 """
 from __future__ import annotations
 

@@ -172,7 +172,8 @@ def register(commands, data_commands) -> None:
     p.set_defaults(func=_vote)
 
     p = commands.add_parser("predict", help="greedy outputs for inputs read one per line from stdin")
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=True, nargs="+",
+                   help="a fine-tuned run; several: their majority vote per input (ties: the first named)")
     p.add_argument("--batch-size", type=int, default=64)
     _add_runtime(p, "tf32")
     p.set_defaults(func=_predict)
