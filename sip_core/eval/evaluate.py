@@ -73,16 +73,13 @@ def predict_main(args) -> int:
     """One output per input line; with several --model runs, their majority vote (``sip_core.eval.vote``)."""
     from sip_core.eval.vote import majority
     from sip_core.tasks.tsv import read_inputs
-    paths = args.model if isinstance(args.model, list) else [args.model]
-    models = [_load(args, path) for path in paths]  # every checkpoint is checked before any input is read
+    models = [_load(args, path) for path in args.model]  # every checkpoint is checked before any input is read
     for model, _, _ in models:
         if model.config.prefix_mode == "fst":
             raise SipError("an FST-prefix (pre-training) checkpoint needs an FST per input; predict with a fine-tuned run")
     lines = read_inputs(sys.stdin)  # one input per line; a bad line is a one-line error before any output
-    columns = []
-    for model, device, autocast in models:
-        data = DeviceSplit(make_split(lines, [""] * len(lines)), device)
-        columns.append(predict_split(model, data, args.batch_size, autocast))
+    data = DeviceSplit(make_split(lines, [""] * len(lines)), models[0][1])  # one device (--device) for all
+    columns = [predict_split(model, data, args.batch_size, autocast) for model, _, autocast in models]
     for pred in (majority(columns) if len(columns) > 1 else columns[0]):
         sys.stdout.write(pred + "\n")
     sys.stdout.flush()
