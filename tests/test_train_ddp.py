@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +61,8 @@ def test_shards_partition_the_batch_and_weights_restore_the_token_mean(world, ba
 def _run(args, nproc=None):
     # gloo over the loopback interface: a host name that resolves to an unreachable address cannot stall it
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
-           "SIP_DDP_TIMEOUT_S": "60"}  # a rank left behind by a killed sibling gives up instead of hanging
+           "SIP_DDP_TIMEOUT_S": "60",  # a rank left behind by a killed sibling gives up instead of hanging
+           "PYTHONFAULTHANDLER": "1"}  # SIGABRT on a timeout prints every thread's stack: where a hang was
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] \
         if nproc else [sys.executable]
     proc = subprocess.Popen([*launcher, "-m", "sip_core.cli", *map(str, args)], stdout=subprocess.PIPE,
@@ -68,10 +70,12 @@ def _run(args, nproc=None):
     try:
         out, err = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher; torchrun's workers live in sessions of their own
         out_dir = str(args[args.index("--out") + 1]) if "--out" in args else None
-        if out_dir:  # so kill whatever still runs this command, lest it hold the pipes open
+        if out_dir:  # the stacks of whatever still runs this command, then kill it, lest it hold the pipes open
+            subprocess.run(["pkill", "-ABRT", "-f", "--", f"--out {out_dir}"], check=False)
+            time.sleep(3)
             subprocess.run(["pkill", "-9", "-f", "--", f"--out {out_dir}"], check=False)
+        os.killpg(proc.pid, signal.SIGKILL)  # the launcher; torchrun's workers live in sessions of their own
         try:
             out, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -138,3 +142,19 @@ def test_killed_data_parallel_run_resumes_to_identical_weights(tmp_path):
     assert resumed.returncode == 0 and "resuming from step 4" in resumed.stdout
     a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_hanging_process_group_teardown_is_abandoned_after_its_timeout():
+    """destroy_process_group now and then never returns (pytorch#75097): a finished rank must still exit, 0."""
+    code = """
+import time, torch, torch.distributed as td
+from sip_core.train.distributed import Dist
+td.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+td.destroy_process_group = lambda: time.sleep(600)  # the hang
+Dist(rank=0, world=2).close(teardown_s=1)
+print("not reached")
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GLOO_SOCKET_IFNAME": "lo"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "not reached" not in done.stdout and "teardown still running after 1 s" in done.stderr

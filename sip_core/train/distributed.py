@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -126,12 +128,26 @@ class Dist:
         if self.enabled:
             torch.distributed.barrier(group=self.control)
 
-    def close(self, wait: bool = True) -> None:
-        """Leave the process group (``wait=False`` on errors: the other ranks may never arrive)."""
-        if self.enabled and torch.distributed.is_initialized():
-            if wait:
-                torch.distributed.barrier(group=self.control)
-            torch.distributed.destroy_process_group()
+    def close(self, wait: bool = True, teardown_s: float = 30.0) -> None:
+        """Leave the process group (``wait=False`` on errors: the other ranks may never arrive).
+
+        Every output is written before this is called, so a teardown that hangs (``destroy_process_group``
+        now and then never returns, pytorch#75097; seen once in CI after a finished run) is abandoned after
+        ``teardown_s``: the process then ends at once, with status 0 after a clean barrier, else 1.
+        """
+        if not (self.enabled and torch.distributed.is_initialized()):
+            return
+        if wait:
+            torch.distributed.barrier(group=self.control)
+        teardown = threading.Thread(target=torch.distributed.destroy_process_group, daemon=True)
+        teardown.start()
+        teardown.join(teardown_s)
+        if teardown.is_alive():
+            print(f"sip: rank {self.rank}: process-group teardown still running after {teardown_s:.0f} s; "
+                  "exiting without it", file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0 if wait else 1)
 
 
 def sparse_gradient_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
