@@ -225,7 +225,9 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1) ->
             continue
         (done if returncode == 0 and _done(job) else failed).append(job)
     _settle(running, 0, deadline, done, failed)
-    pack([p for job in done for p in (job["output"] if job["rule"] not in HOST_ONLY_RULES else []) + _log(job)], out_dir)
+    host_only = [p for job in spec["jobs"] if job["rule"] in HOST_ONLY_RULES for p in job["output"]]
+    pack([p for job in done for p in (job["output"] if job["rule"] not in HOST_ONLY_RULES else []) + _log(job)], out_dir,
+         host_only)
     pending = [j for j in spec["jobs"] if not _done(j)]
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
@@ -333,17 +335,20 @@ def _log(job: dict) -> list[str]:
     return [log.group(1)] if log else []
 
 
-def pack(paths: list[str], out_dir: Path) -> list[Path]:
+def pack(paths: list[str], out_dir: Path, host_only: list[str] = ()) -> list[Path]:
     """Tar the outputs (a checkpoint's whole directory, without its resume state) into one archive, written
     as parts of at most PART_BYTES each (``handoff.tar.00``, ``.01``, ...): a bf16 model of the gpu scale
-    (~37 MB) is larger than one part."""
+    (~37 MB) is larger than one part. Nothing under ``host_only`` is packed, even inside a packed checkpoint
+    directory (the probe's fine-tuned models, ~345 MB, live under the probe's own directory)."""
+    stay = [Path(p) for p in host_only]
     files = []
     for p in map(Path, paths):
         if p.is_file() and p.suffix != ".safetensors":  # a log, a table: itself
             files.append(p)
             continue
         root = p.parent if p.is_file() else p  # a model: its checkpoint directory
-        files += [f for f in root.rglob("*") if f.is_file() and RESUME_DIR not in f.relative_to(root).parts]
+        files += [f for f in root.rglob("*") if f.is_file() and RESUME_DIR not in f.relative_to(root).parts
+                  and not any(f.is_relative_to(s) for s in stay)]
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob(f"{ARCHIVE}.*"):
         old.unlink()

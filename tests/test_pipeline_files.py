@@ -115,7 +115,9 @@ def test_the_probe_models_stay_on_the_host_and_its_report_comes_back(tmp_path, m
     report (tables, figures) and every log do."""
     import json
     monkeypatch.chdir(tmp_path)
-    jobs = [{"rule": "probe_finetune", "output": ["data/gpu/probe/finetuned"], "wildcards": {},
+    jobs = [{"rule": "probe_train", "output": ["data/gpu/probe/probe.safetensors"], "wildcards": {},
+             "cmd": "{ mkdir -p data/gpu/probe && echo p > data/gpu/probe/probe.safetensors; } > logs/train.log 2>&1"},
+            {"rule": "probe_finetune", "output": ["data/gpu/probe/finetuned"], "wildcards": {},
              "cmd": "{ mkdir -p data/gpu/probe/finetuned/t0 && echo w > data/gpu/probe/finetuned/t0/model.safetensors; }"
                     " > logs/ft.log 2>&1"},
             {"rule": "probe_report", "output": ["results/gpu/probe.csv"], "wildcards": {},
@@ -124,8 +126,10 @@ def test_the_probe_models_stay_on_the_host_and_its_report_comes_back(tmp_path, m
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
     for d in ("logs", "results/gpu"):
         Path(d).mkdir(parents=True)
-    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1) == {"done": 2, "failed": 0, "pending": 0}
-    assert _archive_names(tmp_path / "out") == ["logs/ft.log", "logs/report.log", "results/gpu/probe.csv"]
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1) == {"done": 3, "failed": 0, "pending": 0}
+    # the probe's checkpoint directory holds the fine-tuned models too: they stay (session 12 packed 345 MB of them)
+    assert _archive_names(tmp_path / "out") == ["data/gpu/probe/probe.safetensors", "logs/ft.log", "logs/report.log",
+                                                "logs/train.log", "results/gpu/probe.csv"]
     assert handoff.GPU_RULES.index("probe_report") > handoff.GPU_RULES.index("probe_finetune")
 
 

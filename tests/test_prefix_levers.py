@@ -59,6 +59,22 @@ def test_one_init_fst_gives_that_fsts_own_encoding(tmp_path):
     assert torch.allclose(tuner.model.prefix.detach()[:4], encodings.mean(0), atol=1e-6)
 
 
+def test_the_prefix_init_seed_fixes_the_init_whatever_the_run_seed(tmp_path):
+    """--prefix-init-seed S: the init's FST draw follows S alone; the run's --seed still varies the rest."""
+    _, model = _base(tmp_path)
+
+    def init(*flags, seed=3):
+        tuner = FineTuner(_args(model, tmp_path / "run", "--prefix", "mean", "--prefix-length", "6",
+                                "--prefix-init-fsts", "1", *flags))
+        tuner._reset(seed)
+        return tuner.model.prefix.detach().clone()
+
+    by_seed = {s: init(seed=s) for s in range(6)}
+    assert len({tuple(v[0].tolist()) for v in by_seed.values()}) > 1, "one-FST inits must differ between seeds"
+    for s in range(6):
+        torch.testing.assert_close(init("--prefix-init-seed", "2", seed=s), by_seed[2])
+
+
 def test_prefix_only_epochs_keep_the_body_still_then_train_it(tmp_path):
     base, model = _base(tmp_path)
     before = base.state_dict()

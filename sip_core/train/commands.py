@@ -113,6 +113,8 @@ def register(commands, data_commands) -> None:
     p.add_argument("--save-prefix", action="store_true", help="also write the tuned prefix to <run>/prefix.safetensors")
     p.add_argument("--prefix-init-fsts", type=int, default=32, metavar="K",
                    help="pre-training FSTs averaged into the mean/soft prefix init (paper: 32; 1: one real FST's encoding)")
+    p.add_argument("--prefix-init-seed", type=int, default=None, metavar="S",
+                   help="seed of the prefix init's FST draw alone (default: --seed, which also orders the data)")
     p.add_argument("--prefix-only-epochs", type=int, default=0, metavar="N",
                    help="train the prefix alone (body LR 0) for the first N epochs, then prefix and body")
     p.add_argument("--prefix-codebook-states", type=int, default=0, metavar="N",

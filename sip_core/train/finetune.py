@@ -177,7 +177,8 @@ class FineTuner:
     def _reset(self, seed: int) -> None:
         self.model.load_state_dict(self.initial_state)
         runtime.seed_everything(seed)
-        gen = torch.Generator().manual_seed(seed)
+        init_seed = getattr(self.args, "prefix_init_seed", None)  # the init apart from the data order (session 12)
+        gen = torch.Generator().manual_seed(seed if init_seed is None else init_seed)
         n_fsts = getattr(self.args, "prefix_init_fsts", 32)
         if self.prefix_kind == "mean":
             init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
@@ -348,6 +349,7 @@ class FineTuner:
                                 "freeze_body": bool(getattr(args, "freeze_body", False)),
                                 "prefix_length": args.prefix_length,
                                 "prefix_init_fsts": getattr(args, "prefix_init_fsts", 32),
+                                "prefix_init_seed": getattr(args, "prefix_init_seed", None),
                                 "prefix_only_epochs": getattr(args, "prefix_only_epochs", 0),
                                 "prefix_codebook_states": getattr(args, "prefix_codebook_states", 0),
                                 "prefix_straight_through": bool(getattr(args, "prefix_straight_through", False)),
