@@ -11,6 +11,8 @@
 # Named models: "base" in a variant's name selects the randomly initialised same-shape model.
 # RESUME=1 (a second call on the same warm host): keep the runs so far; finished ones are skipped, the others
 # resume from their checkpoints (every 2 minutes).
+# Other task files: TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS="g2p-ban-d0 g2p-cop-d0" (SETTINGS and
+# TASKS are then unused).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=1
 settings=${SETTINGS:-iteration-s4 uc-s4}; tasks=${TASKS:-2}; epochs=${EPOCHS:-20}
@@ -24,14 +26,18 @@ pids=()
 for variant in "$@"; do
   name=${variant%%|*}; extra=${variant#*|}
   model=$sip; [[ $name == base* ]] && model=$base
-  for setting in $settings; do
-    for ((t = 0; t < tasks; t++)); do
-      run=$name--$setting-$t
-      [[ -f $work/$run/metrics.json ]] && continue  # finished in an earlier call
-      python3 -m sip_core.cli finetune $model $common $extra --tasks data/gpu/eval/$setting/examples.parquet \
-        --task-id $setting-$t --out $work/$run > $work/$run.log 2>&1 &
-      pids+=($!)
-    done
+  if [[ -n ${TASK_IDS:-} ]]; then
+    todo=(); for id in $TASK_IDS; do todo+=("${TASK_FILE:?TASK_IDS needs TASK_FILE}|$id"); done
+  else
+    todo=(); for setting in $settings; do for ((t = 0; t < tasks; t++)); do
+      todo+=("data/gpu/eval/$setting/examples.parquet|$setting-$t"); done; done
+  fi
+  for job in "${todo[@]}"; do
+    file=${job%%|*}; id=${job#*|}; run=$name--$id
+    [[ -f $work/$run/metrics.json ]] && continue  # finished in an earlier call
+    python3 -m sip_core.cli finetune $model $common $extra --tasks $file --task-id $id --out $work/$run \
+      > $work/$run.log 2>&1 &
+    pids+=($!)
   done
 done
 # LIMIT_S: stop unfinished runs after that many seconds, so that what finished still comes back
