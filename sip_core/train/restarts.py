@@ -2,8 +2,9 @@
 
 Why (docs/EXPERIMENTS.md, sweep 15): from the same pre-trained model, one fine-tuning run of one iteration task
 lands 10 points (sd) above or below another, only through the seed and the GPU's kernels; and the accuracy on
-the longest training inputs, held out, predicts the test accuracy of a run closely (within-task r = 0.86). But
-holding those inputs out for good costs accuracy: they are most of the long strings the task has.
+the longest training inputs, held out, predicts the test accuracy of a run closely (within-task r = 0.86). The
+real run still trains on them: they are most of the long strings the task has (held out for good, they cost 1.4
+points at the same seeds, not significant: session 12).
 
 So: K short runs (``--restart-epochs``), each from a fresh prefix init (seeds seed, seed+1, ...), on the training
 pairs without the longest fraction ``--restart-holdout``; the run best on those held-out pairs is the start of the
