@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.cli_argv = list(sys.argv[1:] if argv is None else argv)  # `sip finetune --task-workers` reruns it per task
     try:
         result = args.func(args)
     except SipError as err:

@@ -226,9 +226,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1) ->
         (done if returncode == 0 and _done(job) else failed).append(job)
     _settle(running, 0, deadline, done, failed)
     host_only = [p for job in spec["jobs"] if job["rule"] in HOST_ONLY_RULES for p in job["output"]]
-    pack([p for job in done for p in (job["output"] if job["rule"] not in HOST_ONLY_RULES else []) + _log(job)], out_dir,
-         host_only)
     pending = [j for j in spec["jobs"] if not _done(j)]
+    pack([p for job in done for p in job["output"] + _log(job)] + finished_tasks(pending), out_dir, host_only)
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
     return summary
@@ -329,6 +328,23 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def finished_tasks(jobs: list[dict]) -> list[str]:
+    """The finished tasks of unfinished fine-tuning jobs: each task's directory in the job's staging directory
+    (``.<out>.partial/<task>/``, complete once its metrics.json exists) and the staging settings. They come back
+    with the archive; carried to the next GPU call (``data/<scale>/runs``), the job resumes after them, so a job
+    of many tasks (35 g2p draws) may span calls and machines. Unfinished tasks' checkpoints stay behind."""
+    paths = []
+    for job in jobs:
+        if job["rule"] != "finetune":
+            continue
+        out = Path(job["output"][0])
+        staging = out.parent / f".{out.name}.partial"
+        tasks = [m.parent for m in sorted(staging.glob("*/metrics.json"))]
+        if tasks:
+            paths += [str(staging / "settings.json")] + [str(t) for t in tasks]
+    return paths
+
+
 def _log(job: dict) -> list[str]:
     """The log file a job's command writes (``> LOG 2>&1``), if any."""
     log = re.search(r"> (\S+) 2>&1$", job["cmd"])
@@ -338,11 +354,14 @@ def _log(job: dict) -> list[str]:
 def pack(paths: list[str], out_dir: Path, host_only: list[str] = ()) -> list[Path]:
     """Tar the outputs (a checkpoint's whole directory, without its resume state) into one archive, written
     as parts of at most PART_BYTES each (``handoff.tar.00``, ``.01``, ...): a bf16 model of the gpu scale
-    (~37 MB) is larger than one part. Nothing under ``host_only`` is packed, even inside a packed checkpoint
-    directory (the probe's fine-tuned models, ~345 MB, live under the probe's own directory)."""
+    (~37 MB) is larger than one part. Nothing under ``host_only`` is packed, whether named in ``paths`` or
+    found inside a packed checkpoint directory (the probe's fine-tuned models, ~345 MB, live under the probe's own
+    directory)."""
     stay = [Path(p) for p in host_only]
     files = []
     for p in map(Path, paths):
+        if any(p.is_relative_to(s) for s in stay):  # a host-only output itself
+            continue
         if p.is_file() and p.suffix != ".safetensors":  # a log, a table: itself
             files.append(p)
             continue
@@ -399,6 +418,12 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
                 if member.name.startswith("/") or ".." in Path(member.name).parts:
                     raise SipError(f"{archive.name}: unsafe path {member.name!r}")
             tar.extractall(".", filter="data")
+            staged = sorted({Path(m.name).parts[-2] for m in tar.getmembers() if m.name.endswith("/settings.json")})
+    if staged:
+        print(f"import: finished tasks of {len(staged)} unfinished fine-tuning job(s) restored ({', '.join(staged)}); "
+              f"carry data/{scale}/runs to the next GPU call and they resume after them")
+    if not targets:  # only partial work came back: nothing is complete yet
+        return
     touch = snakemake(["--touch", "-j1", "--config", f"scale={scale}", "--", *targets])
     if touch.returncode != 0:
         raise SipError(f"snakemake --touch failed:\n{touch.stderr[-2000:]}")
@@ -418,17 +443,23 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--budget-min", type=float, default=9.0)
     run_p.add_argument("--parallel", type=int, default=1,
                        help="fine-tuning jobs at once on the GPU (default 1; 5-10 fill an H100 at the gpu shape)")
+    run_p.add_argument("--task-workers", type=int, default=None, metavar="N",
+                       help="each fine-tuning job runs N of its tasks at once, one process each ($SIP_TASK_WORKERS "
+                            "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
     run_p.set_defaults(func=lambda a: _handoff_run(a))
     imp = commands.add_parser("import", help="unpack hand-off archives, snakemake --touch, dvc commit")
     imp.add_argument("archives", nargs="+", type=Path)
     imp.add_argument("--scale", default="gpu")
-    imp.add_argument("--targets", nargs="+", required=True)
+    imp.add_argument("--targets", nargs="*", default=[],
+                     help="targets the archive completes (snakemake --touch, dvc commit); none: only unpack")
     imp.set_defaults(func=lambda a: import_archives(a.archives, a.scale, a.targets))
 
 
 def _handoff_run(a) -> int:
-    if a.parallel < 1:
-        raise SipError("--parallel must be at least 1")
+    if a.parallel < 1 or (a.task_workers is not None and a.task_workers < 1):
+        raise SipError("--parallel and --task-workers must be at least 1")
+    if a.task_workers is not None:
+        os.environ["SIP_TASK_WORKERS"] = str(a.task_workers)  # the jobs' environment (_start copies it)
     return 0 if run(a.jobs, a.out, a.budget_min, a.parallel)["failed"] == 0 else 1
 
 

@@ -2,6 +2,8 @@
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from sip_core import config, dvcstages, handoff
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +110,30 @@ def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_p
     assert time.monotonic() - started < 60
     assert summary == {"done": 1, "failed": 0, "pending": 1}
     assert _archive_names(tmp_path / "out") == ["runs/quick/metrics.json"]
+
+
+def test_the_finished_tasks_of_a_stopped_finetune_job_come_back_and_resume(tmp_path, monkeypatch):
+    """A fine-tuning job of many tasks cut off by the budget: its finished tasks (and the staging settings) travel
+    back, its unfinished task's checkpoint does not, and `import` without targets restores them in place."""
+    import json
+    monkeypatch.chdir(tmp_path)
+    staging = "data/gpu/runs/sip-d4/.g2p.partial"
+    cmd = (f"mkdir -p {staging}/g2p-ban-d0 {staging}/.g2p-cop-d0.partial/checkpoints && echo s > {staging}/settings.json"
+           f" && echo m > {staging}/g2p-ban-d0/metrics.json && echo p > {staging}/g2p-ban-d0/predictions.parquet"
+           f" && echo c > {staging}/.g2p-cop-d0.partial/checkpoints/state.pt && sleep 300")
+    jobs = [{"rule": "finetune", "output": ["data/gpu/runs/sip-d4/g2p"], "wildcards": {}, "cmd": cmd}]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    monkeypatch.setattr(handoff, "PACK_SECONDS", 0)
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=31 / 60) == {"done": 0, "failed": 0, "pending": 1}
+    assert _archive_names(tmp_path / "out") == [f"{staging}/g2p-ban-d0/metrics.json",
+                                                f"{staging}/g2p-ban-d0/predictions.parquet", f"{staging}/settings.json"]
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(handoff, "snakemake", lambda args: pytest.fail("nothing is complete: nothing to touch"))
+    handoff.import_archives(sorted((tmp_path / "out").glob("handoff.tar.*")), "gpu", [])
+    assert (here / staging / "g2p-ban-d0" / "metrics.json").read_text() == "m\n"
+    assert not (here / "data/gpu/runs/sip-d4/g2p").exists()
 
 
 def test_the_probe_models_stay_on_the_host_and_its_report_comes_back(tmp_path, monkeypatch):

@@ -147,6 +147,9 @@ def register(commands, data_commands) -> None:
                         "the model's own states on the training strings imply (research lever; 0: off)")
     p.add_argument("--consistency-walk-length", type=int, default=30, metavar="N",
                    help="longest walk for --state-consistency (lengths uniform in 1..N)")
+    p.add_argument("--task-workers", type=int, default=None, metavar="N",
+                   help="with several tasks: fine-tune N of them at once, one process each, on the same device "
+                        "(default $SIP_TASK_WORKERS or 1; a small model leaves most of a GPU idle)")
     p.add_argument("--run-id", default=None)
     p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
     p.add_argument("--scale", default="unknown")

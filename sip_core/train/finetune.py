@@ -32,7 +32,7 @@ from sip_core.model.loading import (build_model, is_sip_checkpoint, load_prefix_
                                     save_model, save_tuned_prefix, with_prefix_mode)
 from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import checkpoint as ckpt
-from sip_core.train import distributed, modelcard, restarts, runtime
+from sip_core.train import distributed, modelcard, restarts, runtime, taskpool
 from sip_core.train.batching import DeviceSplit, random_batches
 from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
@@ -47,7 +47,7 @@ SMALL_MODEL = RELEASED_MODEL.parent / "sip-d4-small"  # 3.0M parameters, weights
 PROGRESS_FILE = "progress.json"  # evaluations so far, in the staging directory of an unfinished run
 # settings that do not change the result (left out of the staging directory's fingerprint)
 _NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
-                 "checkpoint_minutes", "save_model")
+                 "checkpoint_minutes", "save_model", "task_workers", "cli_argv")
 
 
 def finetune_param_groups(model: SIPForConditionalGeneration, lr: float, prefix_lr: float,
@@ -419,6 +419,53 @@ def check_codebook_args(args) -> None:
         raise SipError("--prefix-codebook-states needs a tuned prefix (--prefix mean or random)")
 
 
+def _print_task(tid: str, metrics: dict) -> None:
+    rep = metrics["reported"]
+    print(f"finetune {tid}: acc {rep['acc']:.1f}%, ed {rep['ed']:.3f}, per {rep['per']:.3f} (mean of last "
+          f"{rep['n_evaluations']} evals, n_test {metrics['n_test']}, {metrics['wall_seconds']:.1f}s)", flush=True)
+
+
+def _print_summary(results: list[dict], out: Path) -> None:
+    acc = np.mean([m["reported"]["acc"] for m in results])
+    ed = np.mean([m["reported"]["ed"] for m in results])
+    print(f"finetune: {len(results)} tasks, mean acc {acc:.1f}%, mean ed {ed:.3f} → {out}")
+
+
+def task_workers(args) -> int:
+    """--task-workers, else $SIP_TASK_WORKERS (set by ``handoff-run --task-workers``), else 1."""
+    n = getattr(args, "task_workers", None)
+    if n is None:
+        raw = os.environ.get("SIP_TASK_WORKERS", "1")
+        if not raw.isdigit():
+            raise SipError(f"SIP_TASK_WORKERS must be a whole number, not {raw!r}")
+        n = int(raw)
+    if n < 1:
+        raise SipError("--task-workers must be at least 1")
+    return n
+
+
+def _run_task_pool(args, jobs: list, data_files: list[str], out: Path, workers: int) -> int:
+    """The tasks of ``jobs`` as parallel child processes (``taskpool``), then one commit of the run directory."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise SipError("--task-workers runs one process per task: use it with --nproc 1")
+    if getattr(args, "cli_argv", None) is None:
+        raise SipError("--task-workers needs the command line (run it as `sip finetune ...`)")
+    stage = Staging(out, _settings(args, args.model, data_files))
+    todo = []
+    for tid, _, _, rel in jobs:
+        if stage.done(stage.path / rel) is not None:
+            print(f"finetune {tid}: finished before the interruption")
+        else:
+            todo.append((tid, stage.path / rel))
+    threads = max(1, (args.threads or int(os.environ.get("SIP_THREADS", "0") or 0) or 1) // workers)
+    print(f"finetune: {len(todo)} of {len(jobs)} tasks to run, {min(workers, len(todo))} at a time", flush=True)
+    taskpool.run_tasks(args.cli_argv, todo, workers, threads, on_done=_print_task)
+    results = [stage.done(stage.path / rel) for *_, rel in jobs]
+    stage.commit()
+    _print_summary(results, out)
+    return 0
+
+
 def main(args) -> int:
     if args.tasks and (args.train or args.test):
         raise SipError("give either --tasks or --train/--test, not both")
@@ -465,6 +512,9 @@ def main(args) -> int:
         data_files = [args.train, args.test]
     # a --train/--test run is the user's own model: an HF checkpoint directory with a model card
     own_task = not args.tasks
+    workers = task_workers(args)
+    if workers > 1 and len(jobs) > 1:
+        return _run_task_pool(args, jobs, data_files, out, workers)
     dist, device_arg = distributed.setup(args.device)
     try:
         tuner = FineTuner(args, dist, device_arg)  # loading the model is the last check before writing
@@ -482,9 +532,7 @@ def main(args) -> int:
             if not dist.is_main:
                 continue
             results.append(metrics)
-            rep = metrics["reported"]
-            print(f"finetune {tid}: acc {rep['acc']:.1f}%, ed {rep['ed']:.3f}, per {rep['per']:.3f} (mean of last "
-                  f"{rep['n_evaluations']} evals, n_test {metrics['n_test']}, {metrics['wall_seconds']:.1f}s)")
+            _print_task(tid, metrics)
         if dist.is_main:
             if own_task:
                 card = modelcard.render(results[0], modelcard.data_entry(args.train, len(jobs[0][1])),
@@ -494,9 +542,7 @@ def main(args) -> int:
                 write_text(card, stage.path / "README.md")
             stage.commit()
             if len(results) > 1:
-                acc = np.mean([m["reported"]["acc"] for m in results])
-                ed = np.mean([m["reported"]["ed"] for m in results])
-                print(f"finetune: {len(results)} tasks, mean acc {acc:.1f}%, mean ed {ed:.3f} → {out}")
+                _print_summary(results, out)
             elif own_task:
                 print(f"finetune: model, model card (README.md) and predictions → {out}")
     except BaseException:

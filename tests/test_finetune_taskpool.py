@@ -1,0 +1,78 @@
+"""`sip finetune --task-workers N`: the tasks of a task file as parallel child processes give the same run
+directory as the in-process loop, and a stopped parent stops its children and resumes on a rerun."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from tests.fixtures.tiny_fsts import write_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {"PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "PATH": "/usr/bin:/bin"}
+TINY = ["--model", "scratch", "--d-model", "32", "--d-ff", "64", "--layers", "1", "--decoder-layers", "1",
+        "--heads", "2", "--d-kv", "16", "--prefix", "none", "--batch-size", "8", "--no-progress", "--device", "cpu"]
+
+
+def _cmd(tasks: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "sip_core.cli", "finetune", *TINY, "--tasks", str(tasks / "examples.parquet"),
+            "--task-id", "all", "--out", str(out), *extra]
+
+
+def _same_results(a: Path, b: Path, task_ids: list[str]) -> None:
+    for tid in task_ids:
+        ma, mb = (json.loads((d / tid / "metrics.json").read_text()) for d in (a, b))
+        assert ma["epochs"] == mb["epochs"] and ma["reported"] == mb["reported"] and ma["steps"] == mb["steps"]
+        assert pq.read_table(a / tid / "predictions.parquet").equals(pq.read_table(b / tid / "predictions.parquet"))
+
+
+def test_task_workers_reproduce_the_in_process_loop(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks", n_tasks=3, n_train=16, n_test=6)
+    ids = [f"iteration-s2-{i}" for i in range(3)]
+    seq = subprocess.run(_cmd(tasks, tmp_path / "seq", "--epochs", "3"), capture_output=True, text=True, cwd=ROOT,
+                         env=ENV)
+    assert seq.returncode == 0, seq.stderr
+    pool = subprocess.run(_cmd(tasks, tmp_path / "pool", "--epochs", "3", "--task-workers", "2"), capture_output=True,
+                          text=True, cwd=ROOT, env=ENV)
+    assert pool.returncode == 0, pool.stderr
+    assert "3 of 3 tasks to run, 2 at a time" in pool.stdout and pool.stdout.count("finetune iteration-s2-") == 3
+    _same_results(tmp_path / "seq", tmp_path / "pool", ids)
+    assert not list(tmp_path.glob(".pool*")), "the staging directory is renamed onto --out"
+    # the environment variable the hand-off sets works the same way; a bad value is one line, exit 2
+    bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1"), capture_output=True, text=True, cwd=ROOT,
+                         env={**ENV, "SIP_TASK_WORKERS": "two"})
+    assert bad.returncode == 2 and bad.stderr.startswith("sip: error: SIP_TASK_WORKERS") and not (tmp_path / "bad").exists()
+
+
+def test_a_stopped_parent_stops_its_children_and_a_rerun_resumes(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks", n_tasks=3, n_train=16, n_test=6)
+    ids = [f"iteration-s2-{i}" for i in range(3)]
+    long = ["--epochs", "150", "--eval-last", "2", "--report-last", "2"]  # children that outlive a late kill by seconds
+    ref = subprocess.run(_cmd(tasks, tmp_path / "ref", *long), capture_output=True, text=True, cwd=ROOT,
+                         env=ENV)
+    assert ref.returncode == 0, ref.stderr
+    out = tmp_path / "run"
+    parent = subprocess.Popen(_cmd(tasks, out, *long, "--task-workers", "2", "--checkpoint-every", "10"),
+                              cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    staging = tmp_path / ".run.partial"
+    deadline = time.monotonic() + 240
+    children = ["pgrep", "-f", "--", f"--out {staging}/{ids[2]}"]  # a child's command line names its task dir
+    while subprocess.run(children, capture_output=True).returncode != 0:  # a task done, the third started
+        assert parent.poll() is None and time.monotonic() < deadline, "the third task never started"
+        time.sleep(0.2)
+    os.kill(parent.pid, signal.SIGTERM)  # the parent alone, as a user's `kill` would
+    assert parent.wait(timeout=60) != 0
+    time.sleep(1)
+    assert subprocess.run(children, capture_output=True).returncode == 1, "children outlived their parent"
+    assert not out.exists(), "an interrupted run must not look complete"
+    rerun = subprocess.run(_cmd(tasks, out, *long, "--task-workers", "2", "--checkpoint-every", "10"),
+                           capture_output=True, text=True, cwd=ROOT, env=ENV)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "finished before the interruption" in rerun.stdout
+    _same_results(tmp_path / "ref", out, ids)
