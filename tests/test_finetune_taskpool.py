@@ -76,3 +76,29 @@ def test_a_stopped_parent_stops_its_children_and_a_rerun_resumes(tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     assert "finished before the interruption" in rerun.stdout
     _same_results(tmp_path / "ref", out, ids)
+
+
+def test_workers_take_over_an_interrupted_run_without_them(tmp_path):
+    """An in-process run stopped mid-task, rerun with --task-workers: finished tasks are kept, the interrupted
+    one (its checkpoint laid out for the in-process loop) is restarted, and the results equal an uninterrupted run."""
+    tasks = write_tasks(tmp_path / "tasks", n_tasks=2, n_train=16, n_test=6)
+    ids = [f"iteration-s2-{i}" for i in range(2)]
+    long = ["--epochs", "150", "--eval-last", "2", "--report-last", "2", "--checkpoint-every", "10"]
+    ref = subprocess.run(_cmd(tasks, tmp_path / "ref", *long), capture_output=True, text=True, cwd=ROOT, env=ENV)
+    assert ref.returncode == 0, ref.stderr
+    out, staging = tmp_path / "run", tmp_path / ".run.partial"
+    first = subprocess.Popen(_cmd(tasks, out, *long), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not list((staging / ids[1]).glob("**/state*")):  # the first task done, the second checkpointed
+        assert first.poll() is None and time.monotonic() < deadline, "the second task never checkpointed"
+        time.sleep(0.2)
+    first.terminate()
+    first.wait(timeout=60)
+    assert (staging / ids[0] / "metrics.json").exists() and not out.exists()
+    rerun = subprocess.run(_cmd(tasks, out, *long, "--task-workers", "2"), capture_output=True, text=True, cwd=ROOT,
+                           env=ENV)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"finetune {ids[0]}: finished before the interruption" in rerun.stdout
+    assert f"finetune {ids[1]}: restarted" in rerun.stdout
+    _same_results(tmp_path / "ref", out, ids)

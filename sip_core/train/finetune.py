@@ -455,8 +455,11 @@ def _run_task_pool(args, jobs: list, data_files: list[str], out: Path, workers: 
     for tid, _, _, rel in jobs:
         if stage.done(stage.path / rel) is not None:
             print(f"finetune {tid}: finished before the interruption")
-        else:
-            todo.append((tid, stage.path / rel))
+            continue
+        if (stage.path / rel).exists():  # an interrupted in-process run's task: a child stages elsewhere, so restart it
+            print(f"finetune {tid}: restarted (its checkpoint is from a run without --task-workers)")
+            shutil.rmtree(stage.path / rel)
+        todo.append((tid, stage.path / rel))
     threads = max(1, (args.threads or int(os.environ.get("SIP_THREADS", "0") or 0) or 1) // workers)
     print(f"finetune: {len(todo)} of {len(jobs)} tasks to run, {min(workers, len(todo))} at a time", flush=True)
     taskpool.run_tasks(args.cli_argv, todo, workers, threads, on_done=_print_task)
