@@ -33,6 +33,7 @@ from pathlib import Path
 
 from sip_core.errors import SipError
 from sip_core.io import write_json
+from sip_core.train.rundir import staging_path
 
 # Rules whose jobs run on the GPU host, in the order they may run: pre-training (parents first), then the
 # jobs that read its checkpoints (fine-tuning, the Section 7 probe, prefix tuning and its permutation test
@@ -337,8 +338,7 @@ def finished_tasks(jobs: list[dict]) -> list[str]:
     for job in jobs:
         if job["rule"] != "finetune":
             continue
-        out = Path(job["output"][0])
-        staging = out.parent / f".{out.name}.partial"
+        staging = staging_path(Path(job["output"][0]))
         tasks = [m.parent for m in sorted(staging.glob("*/metrics.json"))]
         if tasks:
             paths += [str(staging / "settings.json")] + [str(t) for t in tasks]

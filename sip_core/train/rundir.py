@@ -40,12 +40,17 @@ def check_out(out: Path) -> None:
             raise SipError(f"--out {out} is a non-empty directory that is not a sip run; choose a new directory")
 
 
+def staging_path(out: Path) -> Path:
+    """Where ``sip finetune --out out`` builds its output: ``.<out>.partial`` beside it."""
+    return out.parent / f".{out.name}.partial"
+
+
 class Staging:
     """``.<out>.partial``: resumable while unfinished, renamed onto ``out`` by ``commit``."""
 
     def __init__(self, out: Path, settings: dict, main: bool = True):
         self.out = out
-        self.path = out.parent / f".{out.name}.partial"
+        self.path = staging_path(out)
         self.resumed = False
         if not main:
             return

@@ -1,7 +1,7 @@
 """A task file's tasks fine-tuned by parallel processes on one device (``sip finetune --task-workers N``).
 
-One small model leaves most of a GPU idle: the gpu scale's 18M model runs ~45 s per 20-epoch task with 5-25 runs
-sharing one H100, against ~100 s alone (docs/BENCHMARKS.md). So a job of many tasks (35 g2p draws, 152 text-editing
+One small model leaves most of a GPU idle: fine-tuning sweeps ran 18-25 of the gpu scale's 18M models side by side
+on one H100 (docs/EXPERIMENTS.md, sessions 12-13). So a job of many tasks (35 g2p draws, 152 text-editing
 draws) runs its tasks as N child processes, each an ordinary ``sip finetune --task-id T --out <staging>/T``: every
 task stages, checkpoints and resumes on its own, and the parent commits the run directory only when all have
 finished. Children are in the parent's process group, so stopping the job (Snakemake, the hand-off's budget) stops
@@ -39,9 +39,9 @@ def last_line(path: Path) -> str:
 
 
 def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, threads: int,
-              on_done=lambda task_id, metrics: None) -> list[dict]:
+              on_done=lambda task_id, metrics: None) -> None:
     """Fine-tune ``todo`` ((task id, output directory) pairs), ``workers`` at a time; ``threads`` CPU threads each.
-    Returns their metrics in ``todo``'s order; any failure raises SipError after the others have finished."""
+    ``on_done`` gets each finished task's metrics; any failure raises SipError after the others have finished."""
     env = {**os.environ, "SIP_THREADS": str(threads), "PYTHONPATH": os.pathsep.join(
         p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")) if p)}
     pending, running, failed = list(todo), {}, []
@@ -72,4 +72,3 @@ def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, t
         task_id, code, log = failed[0]
         raise SipError(f"{len(failed)} of {len(todo)} tasks failed; task {task_id} exited {code}: "
                        f"{last_line(log)} (log: {log})")
-    return [json.loads((out / "metrics.json").read_text(encoding="utf-8")) for _, out in todo]
