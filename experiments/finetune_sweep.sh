@@ -7,7 +7,8 @@
 #     "name|extra finetune flags" ...
 # Throughput on one H100 at the gpu shape: 8 runs at once finish 20 epochs in ~8 min; 12 at once do not finish
 # in 7 (LIMIT_S then brings back each unfinished run's curve so far, from its progress.json).
-# A variant's flags come after the common ones, so they override them (e.g. "plr0.1|--prefix-lr 0.1").
+# A variant's flags come after the common ones, so they override them (e.g. "plr0.1|--prefix-lr 0.1"); an optional
+# third field sets environment variables of its runs ("det|--lr 3e-4|SIP_DETERMINISTIC=1").
 # Named models: "base" in a variant's name selects the randomly initialised same-shape model.
 # RESUME=1 (a second call on the same warm host): keep the runs so far; finished ones are skipped, the others
 # resume from their checkpoints (every 2 minutes).
@@ -24,7 +25,7 @@ work=/tmp/sweep
 mkdir -p $work "${OUT:-/tmp}"
 pids=()
 for variant in "$@"; do
-  name=${variant%%|*}; extra=${variant#*|}
+  name=${variant%%|*}; rest=${variant#*|}; extra=${rest%%|*}; envs=""; [[ $rest == *"|"* ]] && envs=${rest#*|}
   model=$sip; [[ $name == base* ]] && model=$base
   if [[ -n ${TASK_IDS:-} ]]; then
     todo=(); for id in $TASK_IDS; do todo+=("${TASK_FILE:?TASK_IDS needs TASK_FILE}|$id"); done
@@ -35,7 +36,7 @@ for variant in "$@"; do
   for job in "${todo[@]}"; do
     file=${job%%|*}; id=${job#*|}; run=$name--$id
     [[ -f $work/$run/metrics.json ]] && continue  # finished in an earlier call
-    python3 -m sip_core.cli finetune $model $common $extra --tasks $file --task-id $id --out $work/$run \
+    env $envs python3 -m sip_core.cli finetune $model $common $extra --tasks $file --task-id $id --out $work/$run \
       > $work/$run.log 2>&1 &
     pids+=($!)
   done

@@ -47,3 +47,23 @@ def test_decoding_cap_is_two_input_bytes_plus_16():
     out = greedy_ids(model, batch, caps)
     assert out.shape[1] == 24
     assert [(row != 0).sum().item() for row in out] == [18, 24]
+
+
+@pytest.mark.parametrize("prefix_mode", ["none", "tuned"])
+def test_greedy_predictions_do_not_depend_on_the_eval_batch_size(prefix_mode):
+    """The eval batch is a speed setting (the gpu scale decodes g2p test sets 256 at a time, the paper 16):
+    padding a word into a batch of longer ones must not change its prediction, with a tuned prefix in front
+    of it or without. Batch size 1 has no padding."""
+    from sip_core.eval.decode import predict_split
+    from sip_core.train.batching import DeviceSplit
+    from sip_core.train.data import make_split
+    torch.manual_seed(1)
+    model = SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16),
+                                                  prefix_mode=prefix_mode, prefix_length=6))
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdéfg"), size=rng.integers(1, 15))) for _ in range(23)]
+    data = DeviceSplit(make_split(words, words), "cpu")
+    alone = predict_split(model, data, batch_size=1)
+    assert len(set(alone)) > 5  # varied outputs, so agreement is not trivial
+    for size in (5, 64):
+        assert predict_split(model, data, batch_size=size) == alone

@@ -80,7 +80,9 @@ def _run(args, nproc=None):
             out, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             out, err = "", "(pipes still held open)"
-        pytest.fail(f"timed out; stderr tail: {err[-3000:]}")
+        # each SIGABRT'ed process printed its threads' stacks; the extension-module lists after them are noise
+        stacks = "\n".join(line for line in err.splitlines() if not line.startswith("Extension modules"))
+        pytest.fail(f"timed out; stdout tail: {out[-1000:]}\nstacks: {stacks[-8000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

@@ -195,6 +195,11 @@ def _relaunched(args) -> int | None:
     return relaunch(args.nproc)
 
 
+def end_worker(code: int) -> int:
+    from sip_core.train.distributed import end_worker as end
+    return end(code)
+
+
 def _pretrain(args) -> int:
     if (code := _relaunched(args)) is not None:
         return code
@@ -214,14 +219,14 @@ def _pretrain(args) -> int:
         state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start,
         save_dtype=args.save_dtype)
     metrics = run(opts)
-    return 0 if metrics["status"] in ("finished", "time_limit") else 1
+    return end_worker(0 if metrics["status"] in ("finished", "time_limit") else 1)
 
 
 def _finetune(args) -> int:
     if (code := _relaunched(args)) is not None:
         return code
     from sip_core.train.finetune import main
-    return main(args)
+    return end_worker(main(args))
 
 
 def _evaluate(args) -> int:

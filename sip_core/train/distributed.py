@@ -150,6 +150,18 @@ class Dist:
             os._exit(0 if wait else 1)
 
 
+def end_worker(code: int) -> int:
+    """A torchrun worker ends here, at once (``os._exit``), once its command is done; outside torchrun this
+    returns ``code``. Its outputs are written and its process group is left (``Dist.close``), so the
+    interpreter's teardown has nothing left to do but could still block: in CI a finished worker, its last
+    line printed, once kept running until the test's 4-minute limit (experiments/results/ci-session13-ddp-flake.log)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def sparse_gradient_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
     """{name: weight} of the embeddings with sparse gradients (the TE task table in pre-training)."""
     return {f"{name}.weight" if name else "weight": m.weight for name, m in model.named_modules()

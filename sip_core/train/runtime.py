@@ -36,6 +36,7 @@ def set_precision(precision: str, device: torch.device):
         # (ScaledDotProductCudnnAttentionBackward0, found by `bench_loss --trace`; docs/BENCHMARKS.md);
         # SDPA then takes its memory-efficient kernel, which handles the additive bias.
         torch.backends.cuda.enable_cudnn_sdp(False)
+    set_determinism(os.environ.get("SIP_DETERMINISTIC", "") not in ("", "0"))
     tf32 = precision in ("tf32", "bf16")
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -43,6 +44,21 @@ def set_precision(precision: str, device: torch.device):
     if precision == "bf16":
         return functools.partial(torch.autocast, device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext
+
+
+def set_determinism(on: bool) -> None:
+    """``$SIP_DETERMINISTIC=1``: bitwise-repeatable GPU runs, slower. Deterministic kernels where PyTorch has
+    them (a warning names any op without one), a fixed cuBLAS workspace, and SDPA's math kernel: the flash and
+    memory-efficient backward kernels accumulate with atomics. Off by default. A fine-tune with a tuned prefix at
+    prefix LR 0.3 turns such last-bit noise into several points on one task (docs/EXPERIMENTS.md, session 14)."""
+    if not on:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any matmul
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    torch.backends.cuda.enable_math_sdp(True)
 
 
 def seed_everything(seed: int) -> None:

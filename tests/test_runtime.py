@@ -1,0 +1,39 @@
+"""Run-wide switches of sip_core.train.runtime, each in a fresh process (they set global torch state)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = """
+import json, os, torch
+from sip_core.train import runtime
+runtime.set_precision("tf32", torch.device("cpu"))
+print(json.dumps({"deterministic": torch.are_deterministic_algorithms_enabled(),
+                  "mem_efficient_sdp": torch.backends.cuda.mem_efficient_sdp_enabled(),
+                  "flash_sdp": torch.backends.cuda.flash_sdp_enabled(),
+                  "cublas": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}))
+"""
+
+
+def _flags(value: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("SIP_DETERMINISTIC", "CUBLAS_WORKSPACE_CONFIG")}
+    if value is not None:
+        env["SIP_DETERMINISTIC"] = value
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("value", [None, "", "0"])
+def test_runs_keep_the_fast_kernels_unless_asked(value):
+    assert _flags(value) == {"deterministic": False, "mem_efficient_sdp": True, "flash_sdp": True, "cublas": None}
+
+
+def test_sip_deterministic_selects_repeatable_kernels():
+    assert _flags("1") == {"deterministic": True, "mem_efficient_sdp": False, "flash_sdp": False, "cublas": ":4096:8"}
