@@ -195,14 +195,10 @@ def _relaunched(args) -> int | None:
     return relaunch(args.nproc)
 
 
-def end_worker(code: int) -> int:
-    from sip_core.train.distributed import end_worker as end
-    return end(code)
-
-
 def _pretrain(args) -> int:
     if (code := _relaunched(args)) is not None:
         return code
+    from sip_core.train.distributed import end_worker
     from sip_core.train.pretrain import PretrainOptions, run
     opts = PretrainOptions(
         variant=args.variant, data=args.data, out=args.out, init=args.init, d_model=args.d_model, d_ff=args.d_ff,
@@ -225,6 +221,7 @@ def _pretrain(args) -> int:
 def _finetune(args) -> int:
     if (code := _relaunched(args)) is not None:
         return code
+    from sip_core.train.distributed import end_worker
     from sip_core.train.finetune import main
     return end_worker(main(args))
 
