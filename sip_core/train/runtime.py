@@ -48,9 +48,10 @@ def set_precision(precision: str, device: torch.device):
 
 def set_determinism(on: bool) -> None:
     """``$SIP_DETERMINISTIC=1``: bitwise-repeatable GPU runs, slower. Deterministic kernels where PyTorch has
-    them (a warning names any op without one), a fixed cuBLAS workspace, and SDPA's math kernel: the flash and
-    memory-efficient backward kernels accumulate with atomics. Off by default. A fine-tune with a tuned prefix at
-    prefix LR 0.3 turns such last-bit noise into several points on one task (docs/EXPERIMENTS.md, session 14)."""
+    them (a warning names any op without one), a fixed cuBLAS workspace, and SDPA's math kernel (the fused
+    kernels are not among the ones PyTorch guarantees). Off by default. A fine-tune with a tuned prefix at prefix
+    LR 0.3 moved by up to 9.5 points on one task between runs of one seed (docs/EXPERIMENTS.md, session 14);
+    which kernel's noise that was is sweep 20's question."""
     if not on:
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any matmul
