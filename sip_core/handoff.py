@@ -31,6 +31,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from sip_core import handoff_state
 from sip_core.errors import SipError
 from sip_core.io import write_json
 from sip_core.train.rundir import staging_path
@@ -191,11 +192,14 @@ def _pretrain_status(job: dict) -> str | None:
     return json.loads(metrics.read_text()).get("status") if metrics.exists() else "absent"
 
 
-def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1) -> dict:
+def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, allow_rerun: bool = False) -> dict:
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
     ``parallel`` > 1 runs up to that many consecutive fine-tuning jobs at once: one small model leaves most
-    of a GPU idle. Every other job (data, pre-training) runs alone, after all that came before it."""
+    of a GPU idle. Every other job (data, pre-training) runs alone, after all that came before it.
+    Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
+    if not allow_rerun:
+        handoff_state.check(_progress(spec["jobs"]))
     deadline = time.monotonic() + budget_min * 60
     done, failed, running = [], [], []
     for job in spec["jobs"]:
@@ -229,9 +233,18 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1) ->
     host_only = [p for job in spec["jobs"] if job["rule"] in HOST_ONLY_RULES for p in job["output"]]
     pending = [j for j in spec["jobs"] if not _done(j)]
     pack([p for job in done for p in job["output"] + _log(job)] + finished_tasks(pending), out_dir, host_only)
+    handoff_state.record(_progress(spec["jobs"]))
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
     return summary
+
+
+def _progress(jobs: list[dict]) -> dict[str, int]:
+    """Each fine-tuning job's finished tasks, complete (in its output) or staged (a job cut off by the budget)."""
+    def finished(out: Path) -> int:
+        return len(list(out.glob("*/metrics.json"))) + len(list(staging_path(out).glob("*/metrics.json")))
+
+    return {handoff_state.job_key(job): finished(Path(job["output"][0])) for job in jobs if job["rule"] == "finetune"}
 
 
 def _settle(running: list, limit: int, deadline: float, done: list, failed: list) -> bool:
@@ -446,6 +459,8 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--task-workers", type=int, default=None, metavar="N",
                        help="each fine-tuning job runs N of its tasks at once, one process each ($SIP_TASK_WORKERS "
                             "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
+    run_p.add_argument("--allow-rerun", action="store_true",
+                       help="start even if the outputs here are older than this host's last call left them")
     run_p.set_defaults(func=lambda a: _handoff_run(a))
     imp = commands.add_parser("import", help="unpack hand-off archives, snakemake --touch, dvc commit")
     imp.add_argument("archives", nargs="+", type=Path)
@@ -460,7 +475,7 @@ def _handoff_run(a) -> int:
         raise SipError("--parallel and --task-workers must be at least 1")
     if a.task_workers is not None:
         os.environ["SIP_TASK_WORKERS"] = str(a.task_workers)  # the jobs' environment (_start copies it)
-    return 0 if run(a.jobs, a.out, a.budget_min, a.parallel)["failed"] == 0 else 1
+    return 0 if run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun)["failed"] == 0 else 1
 
 
 def _print_export(jobs: list[dict], out: Path) -> int:

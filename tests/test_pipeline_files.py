@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from sip_core import config, dvcstages, handoff
+from sip_core.errors import SipError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,6 +135,23 @@ def test_the_finished_tasks_of_a_stopped_finetune_job_come_back_and_resume(tmp_p
     handoff.import_archives(sorted((tmp_path / "out").glob("handoff.tar.*")), "gpu", [])
     assert (here / staging / "g2p-ban-d0" / "metrics.json").read_text() == "m\n"
     assert not (here / "data/gpu/runs/sip-d4/g2p").exists()
+
+
+def test_handoff_run_refuses_outputs_older_than_its_last_call_on_this_host(tmp_path, monkeypatch):
+    """A warm host keeps its staging between calls, but a carried runs directory replaces it: carried from before
+    the last archive was imported, it would rerun that call's finished tasks. The next call refuses instead."""
+    import json
+    monkeypatch.chdir(tmp_path)
+    staging = Path("data/gpu/runs/base/.g2p.partial")
+    cmd = f"mkdir -p {staging}/g2p-ban-d0 && echo m > {staging}/g2p-ban-d0/metrics.json && exit 1"  # cut off after one task
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": [
+        {"rule": "finetune", "output": ["data/gpu/runs/base/g2p"], "wildcards": {}, "cmd": cmd}]}))
+    handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1)
+    handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1)  # the same outputs again: fine
+    (staging / "g2p-ban-d0" / "metrics.json").unlink()  # what an old carry does
+    with pytest.raises(SipError, match=r"older than this host's last hand-off call \(data/gpu/runs/base/g2p: 1 then, 0 now"):
+        handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1)
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, allow_rerun=True)["failed"] == 1
 
 
 def test_the_probe_models_stay_on_the_host_and_its_report_comes_back(tmp_path, monkeypatch):

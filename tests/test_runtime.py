@@ -15,6 +15,7 @@ import json, os, torch
 from sip_core.train import runtime
 runtime.set_precision("tf32", torch.device("cpu"))
 print(json.dumps({"deterministic": torch.are_deterministic_algorithms_enabled(),
+                  "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
                   "mem_efficient_sdp": torch.backends.cuda.mem_efficient_sdp_enabled(),
                   "flash_sdp": torch.backends.cuda.flash_sdp_enabled(),
                   "cublas": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}))
@@ -32,8 +33,17 @@ def _flags(value: str | None) -> dict:
 
 @pytest.mark.parametrize("value", [None, "", "0"])
 def test_runs_keep_the_fast_kernels_unless_asked(value):
-    assert _flags(value) == {"deterministic": False, "mem_efficient_sdp": True, "flash_sdp": True, "cublas": None}
+    assert _flags(value) == {"deterministic": False, "warn_only": False, "mem_efficient_sdp": True, "flash_sdp": True,
+                             "cublas": None}
 
 
 def test_sip_deterministic_selects_repeatable_kernels():
-    assert _flags("1") == {"deterministic": True, "mem_efficient_sdp": False, "flash_sdp": False, "cublas": ":4096:8"}
+    assert _flags("1") == {"deterministic": True, "warn_only": True, "mem_efficient_sdp": False, "flash_sdp": False,
+                           "cublas": ":4096:8"}
+
+
+def test_strict_determinism_keeps_the_fused_attention_and_lets_no_op_pass():
+    """Strict mode: PyTorch then runs memory-efficient attention with one key split (deterministic), and an op
+    without a deterministic kernel raises instead of warning."""
+    assert _flags("strict") == {"deterministic": True, "warn_only": False, "mem_efficient_sdp": True, "flash_sdp": True,
+                                "cublas": ":4096:8"}

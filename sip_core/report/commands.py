@@ -165,7 +165,7 @@ def _table(args) -> int:
 
         more_states_figure(frame, args.figure, f" ({args.scale})")
     headline = frame[(frame["metric"] == spec.metrics[0])].groupby("model")["value"].mean().round(1)
-    print(f"{args.table} ({args.scale}, {len(runs)} runs): " + ", ".join(f"{m} {v}" for m, v in headline.items()))
+    print(f"{args.table} ({args.scale}, {int(in_table.sum())} runs): " + ", ".join(f"{m} {v}" for m, v in headline.items()))
     return 0
 
 

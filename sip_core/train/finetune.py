@@ -342,6 +342,7 @@ class FineTuner:
             "n_train": len(train), "n_test": len(test), "steps": steps,
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
             "deterministic": torch.are_deterministic_algorithms_enabled(),  # $SIP_DETERMINISTIC
+            "determinism": runtime.determinism_mode(),  # off / math / strict
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,

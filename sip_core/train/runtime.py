@@ -36,7 +36,7 @@ def set_precision(precision: str, device: torch.device):
         # (ScaledDotProductCudnnAttentionBackward0, found by `bench_loss --trace`; docs/BENCHMARKS.md);
         # SDPA then takes its memory-efficient kernel, which handles the additive bias.
         torch.backends.cuda.enable_cudnn_sdp(False)
-    set_determinism(os.environ.get("SIP_DETERMINISTIC", "") not in ("", "0"))
+    set_determinism(determinism_mode())
     tf32 = precision in ("tf32", "bf16")
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -46,20 +46,40 @@ def set_precision(precision: str, device: torch.device):
     return contextlib.nullcontext
 
 
-def set_determinism(on: bool) -> None:
-    """``$SIP_DETERMINISTIC=1``: bitwise-repeatable GPU runs, slower. Deterministic kernels where PyTorch has
-    them (a warning names any op without one), a fixed cuBLAS workspace, and SDPA's math kernel (the fused
-    kernels are not among the ones PyTorch guarantees). Off by default. A fine-tune with a tuned prefix at prefix
-    LR 0.3 moved by up to 9.5 points on one task between runs of one seed (docs/EXPERIMENTS.md, session 14);
-    which kernel's noise that was is sweep 20's question."""
-    if not on:
+DETERMINISM_MODES = ("off", "math", "strict")
+
+
+def determinism_mode() -> str:
+    """``$SIP_DETERMINISTIC``: unset / 0 -> ``off``; ``strict`` -> ``strict``; any other value (1) -> ``math``."""
+    value = os.environ.get("SIP_DETERMINISTIC", "")
+    return "off" if value in ("", "0") else "strict" if value == "strict" else "math"
+
+
+def set_determinism(mode: str) -> None:
+    """Bitwise-repeatable GPU runs (``$SIP_DETERMINISTIC``), off by default.
+
+    Why: a fine-tune with a tuned prefix moved by up to 9.5 points on one task between runs of one seed, while
+    base and no-prefix runs repeat to the last digit (docs/EXPERIMENTS.md, sessions 14-15). The likely cause
+    (sweep 20 tests it): SDPA's memory-efficient backward splits the keys over thread blocks and sums their
+    gradients with atomics once the keys outgrow one block; the 80-vector prefix makes the encoder's keys ~100
+    long, g2p words alone stay short. PyTorch forces one split only under strict deterministic mode.
+
+    ``math`` (``SIP_DETERMINISTIC=1``): deterministic kernels where PyTorch has them (a warning names any op
+    without one), a fixed cuBLAS workspace, and SDPA's math kernel instead of the fused ones.
+    ``strict``: PyTorch's strict deterministic mode (an op without a deterministic kernel stops the run), the
+    fused SDPA kernels kept (memory-efficient with one key split), and the fixed cuBLAS workspace.
+    """
+    if mode not in DETERMINISM_MODES:
+        raise SipError(f"determinism must be one of {DETERMINISM_MODES}, not {mode!r}")
+    if mode == "off":
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any matmul
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(True, warn_only=mode == "math")
     torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.enable_flash_sdp(False)
-    torch.backends.cuda.enable_mem_efficient_sdp(False)
-    torch.backends.cuda.enable_math_sdp(True)
+    if mode == "math":
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_math_sdp(True)
 
 
 def seed_everything(seed: int) -> None:
