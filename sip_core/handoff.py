@@ -213,7 +213,9 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             break
         for p in job["output"] + _log(job):
             Path(p).parent.mkdir(parents=True, exist_ok=True)
-        print(f"[handoff] {job['rule']} -> {job['output'][0]}", flush=True)
+        resumed = _finished_tasks(job) if job["rule"] == "finetune" else 0
+        note = f" (resuming after {resumed} finished task{'s' if resumed > 1 else ''})" if resumed else ""
+        print(f"[handoff] {job['rule']} -> {job['output'][0]}{note}", flush=True)
         proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // parallel) if concurrent else None)
         if concurrent:
             running.append((job, proc))
@@ -241,10 +243,12 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
 
 def _progress(jobs: list[dict]) -> dict[str, int]:
     """Each fine-tuning job's finished tasks, complete (in its output) or staged (a job cut off by the budget)."""
-    def finished(out: Path) -> int:
-        return len(list(out.glob("*/metrics.json"))) + len(list(staging_path(out).glob("*/metrics.json")))
+    return {handoff_state.job_key(job): _finished_tasks(job) for job in jobs if job["rule"] == "finetune"}
 
-    return {handoff_state.job_key(job): finished(Path(job["output"][0])) for job in jobs if job["rule"] == "finetune"}
+
+def _finished_tasks(job: dict) -> int:
+    out = Path(job["output"][0])
+    return len(list(out.glob("*/metrics.json"))) + len(list(staging_path(out).glob("*/metrics.json")))
 
 
 def _settle(running: list, limit: int, deadline: float, done: list, failed: list) -> bool:
@@ -431,9 +435,12 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
                 if member.name.startswith("/") or ".." in Path(member.name).parts:
                     raise SipError(f"{archive.name}: unsafe path {member.name!r}")
             tar.extractall(".", filter="data")
-            staged = sorted({Path(m.name).parts[-2] for m in tar.getmembers() if m.name.endswith("/settings.json")})
+            names = [Path(m.name) for m in tar.getmembers()]
+    staged = {n.parent: sum(t.parent.parent == n.parent and t.name == "metrics.json" for t in names)
+              for n in names if n.name == "settings.json" and n.parent.name.endswith(".partial")}
     if staged:
-        print(f"import: finished tasks of {len(staged)} unfinished fine-tuning job(s) restored ({', '.join(staged)}); "
+        jobs = ", ".join(f"{_job_of_staging(d)}: {count}" for d, count in sorted(staged.items()))
+        print(f"import: the finished tasks of {len(staged)} unfinished fine-tuning job(s) restored ({jobs}); "
               f"carry data/{scale}/runs to the next GPU call and they resume after them")
     if not targets:  # only partial work came back: nothing is complete yet
         return
@@ -442,6 +449,11 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
         raise SipError(f"snakemake --touch failed:\n{touch.stderr[-2000:]}")
     if Path("dvc.yaml").exists():
         subprocess.run(["dvc", "commit", "--force", "--quiet"], check=False)
+
+
+def _job_of_staging(staging: Path) -> str:
+    """The output a staging directory belongs to: data/gpu/runs/base/.g2p.partial -> data/gpu/runs/base/g2p."""
+    return str(staging.parent / staging.name[1:-len(".partial")])
 
 
 def register(commands, data_commands) -> None:

@@ -113,7 +113,7 @@ def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_p
     assert _archive_names(tmp_path / "out") == ["runs/quick/metrics.json"]
 
 
-def test_the_finished_tasks_of_a_stopped_finetune_job_come_back_and_resume(tmp_path, monkeypatch):
+def test_the_finished_tasks_of_a_stopped_finetune_job_come_back_and_resume(tmp_path, monkeypatch, capsys):
     """A fine-tuning job of many tasks cut off by the budget: its finished tasks (and the staging settings) travel
     back, its unfinished task's checkpoint does not, and `import` without targets restores them in place."""
     import json
@@ -133,6 +133,7 @@ def test_the_finished_tasks_of_a_stopped_finetune_job_come_back_and_resume(tmp_p
     monkeypatch.chdir(here)
     monkeypatch.setattr(handoff, "snakemake", lambda args: pytest.fail("nothing is complete: nothing to touch"))
     handoff.import_archives(sorted((tmp_path / "out").glob("handoff.tar.*")), "gpu", [])
+    assert "restored (data/gpu/runs/sip-d4/g2p: 1)" in capsys.readouterr().out
     assert (here / staging / "g2p-ban-d0" / "metrics.json").read_text() == "m\n"
     assert not (here / "data/gpu/runs/sip-d4/g2p").exists()
 
