@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from sip_core import handoff_state
@@ -248,7 +249,12 @@ def _progress(jobs: list[dict]) -> dict[str, int]:
 
 def _finished_tasks(job: dict) -> int:
     out = Path(job["output"][0])
-    return len(list(out.glob("*/metrics.json"))) + len(list(staging_path(out).glob("*/metrics.json")))
+    return len(list(out.glob("*/metrics.json"))) + len(_staged_tasks(out))
+
+
+def _staged_tasks(out: Path) -> list[Path]:
+    """The finished tasks in a fine-tuning job's staging directory (complete once their metrics.json exists)."""
+    return [m.parent for m in sorted(staging_path(out).glob("*/metrics.json"))]
 
 
 def _settle(running: list, limit: int, deadline: float, done: list, failed: list) -> bool:
@@ -356,7 +362,7 @@ def finished_tasks(jobs: list[dict]) -> list[str]:
         if job["rule"] != "finetune":
             continue
         staging = staging_path(Path(job["output"][0]))
-        tasks = [m.parent for m in sorted(staging.glob("*/metrics.json"))]
+        tasks = _staged_tasks(Path(job["output"][0]))
         if tasks:
             paths += [str(staging / "settings.json")] + [str(t) for t in tasks]
     return paths
@@ -435,9 +441,9 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
                 if member.name.startswith("/") or ".." in Path(member.name).parts:
                     raise SipError(f"{archive.name}: unsafe path {member.name!r}")
             tar.extractall(".", filter="data")
-            names = [Path(m.name) for m in tar.getmembers()]
-    staged = {n.parent: sum(t.parent.parent == n.parent and t.name == "metrics.json" for t in names)
-              for n in names if n.name == "settings.json" and n.parent.name.endswith(".partial")}
+            # finished tasks per staging directory (one travels only with at least one finished task)
+            staged = Counter(Path(m.name).parents[1] for m in tar.getmembers()
+                             if m.name.endswith("/metrics.json") and Path(m.name).parents[1].name.endswith(".partial"))
     if staged:
         jobs = ", ".join(f"{_job_of_staging(d)}: {count}" for d, count in sorted(staged.items()))
         print(f"import: the finished tasks of {len(staged)} unfinished fine-tuning job(s) restored ({jobs}); "
