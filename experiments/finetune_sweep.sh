@@ -6,7 +6,8 @@
 #   SETTINGS="iteration-s4 uc-s4" TASKS=2 EPOCHS=10 bash experiments/finetune_sweep.sh \
 #     "name|extra finetune flags" ...
 # Throughput on one H100 at the gpu shape: 8 runs at once finish 20 epochs in ~8 min; 12 at once do not finish
-# in 7 (LIMIT_S then brings back each unfinished run's curve so far, from its progress.json).
+# in 7 (LIMIT_S then brings back each unfinished run's curve so far, from its progress.json). g2p at 150 epochs: 18 at
+# once on 16 cores took 208-307 s each; 36 at once reached no evaluated epoch in 535 s (session 16, nothing came back).
 # A variant's flags come after the common ones, so they override them (e.g. "plr0.1|--prefix-lr 0.1"); an optional
 # third field sets environment variables of its runs ("det|--lr 3e-4|SIP_DETERMINISTIC=1").
 # Named models: "base" in a variant's name selects the randomly initialised same-shape model.

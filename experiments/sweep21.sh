@@ -8,9 +8,11 @@
 # (results/gpu/table3.*, experiments/results/table3-gpu/). Prefix runs move ~1-4 points between repeats (session 15),
 # so read the means over the 12 tasks, not single tasks.
 # Needs data/gpu/natural/g2p (carry it). ~36 runs side by side, ~150-330 s each at 18 at once (session 14): one call.
+# PLRS picks the prefix LRs, DET sets SIP_DETERMINISTIC of every run (session 16: strict, with 0.3 as the in-sweep bar).
 set -u
 P="--prefix-length 80 --schedule cosine --batch-size 16 --lr 3e-4"
 ids=""; for lang in ${LANGS:-ban cop got syl tel tzm}; do for d in ${DRAWS:-0 1}; do ids+=" g2p-$lang-d$d"; done; done
+variants=(); for lr in ${PLRS:-0.03 0.1 1.0}; do variants+=("plr$lr|$P --prefix-lr $lr|SIP_DETERMINISTIC=${DET:-0}"); done
 TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS=$ids SIP_MODEL=${SIP_MODEL:-models/sip-d4} \
   EPOCHS=${EPOCHS:-150} LIMIT_S=${LIMIT_S:-540} bash experiments/finetune_sweep.sh \
-  "plr0.03|$P --prefix-lr 0.03" "plr0.1|$P --prefix-lr 0.1" "plr1.0|$P --prefix-lr 1.0"
+  "${variants[@]}"

@@ -31,3 +31,36 @@ def test_tolerance_is_a_multiple_of_the_seed_spread_with_floors():
     assert out["max_seed_std"]["acc"] == pytest.approx(2.0)
     assert out["tolerance"]["acc"] == pytest.approx(6.0)
     assert out["tolerance"]["ed"] == pytest.approx(0.1)  # no spread measured: the floor
+
+
+def test_a_table_with_its_own_measured_spread_is_compared_with_it(tmp_path):
+    """Table 11's edit distances (90-110-character strings) spread far more than Table 1's: its own tolerance,
+    recorded by `sip report spread --for-table`, replaces the general one for that table only."""
+    import json
+
+    from sip_core.cli import main
+    from sip_core.report.regression import compare_dirs, load_tolerance
+
+    seeds = []
+    for i, values in enumerate([[80.0, 100.0, 20.0], [70.0, 130.0, 30.0], [75.0, 115.0, 25.0]]):
+        d = tmp_path / f"seed{i}"
+        d.mkdir()
+        REF.assign(value=values).to_csv(d / "table11.csv", index=False)
+        seeds.append(d)
+    tol_file = tmp_path / "tolerance.json"
+    tol_file.write_text(json.dumps({"tolerance": {"acc": 5.0, "ed": 0.3}}))
+    args = ["report", "spread", *map(str, seeds), "--tables", "table11", "--for-table", "table11", "--out", str(tol_file)]
+    assert main(args) == 0
+    assert load_tolerance(tol_file) == {"acc": 5.0, "ed": 0.3}  # the general tolerance is left alone
+    own = load_tolerance(tol_file, table="table11")
+    assert own["ed"] == pytest.approx(45.0) and own["acc"] == pytest.approx(15.0)  # 3 x the seed std (15, 5)
+    produced = tmp_path / "produced"
+    produced.mkdir()
+    REF.assign(value=[80.0, 140.0, 20.0]).to_csv(produced / "table11.csv", index=False)
+    REF.assign(value=[80.0, 140.0, 20.0]).to_csv(produced / "table1.csv", index=False)
+    REF.assign(value=[80.0, 100.0, 20.0]).to_csv(seeds[0] / "table1.csv", index=False)
+    (seeds[0] / "tolerance.json").write_text(tol_file.read_text())
+    problems = compare_dirs(produced, seeds[0], ["table1", "table11"])
+    assert problems["table11"] == [] and len(problems["table1"]) == 1  # +40 ed: within Table 11's, not Table 1's
+    assert main(["report", "spread", *map(str, seeds), "--tables", "table11", "--for-table", "table11",
+                 "--out", str(tmp_path / "absent.json")]) == 2

@@ -47,3 +47,29 @@ def test_strict_determinism_keeps_the_fused_attention_and_lets_no_op_pass():
     without a deterministic kernel raises instead of warning."""
     assert _flags("strict") == {"deterministic": True, "warn_only": False, "mem_efficient_sdp": True, "flash_sdp": True,
                                 "cublas": ":4096:8"}
+
+
+@pytest.mark.parametrize("flag, env, default, expected", [
+    (None, None, "strict", "strict"),   # fine-tuning's default
+    (None, None, "off", "off"),         # every other command's
+    (None, "0", "strict", "off"),       # the environment overrides a default
+    (None, "1", "strict", "math"),
+    (None, "strict", "off", "strict"),
+    ("off", "strict", "strict", "off"),  # the flag overrides both
+    ("math", None, "strict", "math"),
+])
+def test_determinism_mode_precedence(monkeypatch, flag, env, default, expected):
+    from sip_core.train import runtime
+    monkeypatch.delenv("SIP_DETERMINISTIC", raising=False)
+    if env is not None:
+        monkeypatch.setenv("SIP_DETERMINISTIC", env)
+    assert runtime.determinism_mode(flag, default=default) == expected
+
+
+def test_an_op_strict_mode_stops_becomes_one_line_naming_the_way_out():
+    from sip_core.train import runtime
+    err = RuntimeError("index_add_cuda_ does not have a deterministic implementation, but you set "
+                       "'torch.use_deterministic_algorithms(True)'.\nYou can turn off determinism ...")
+    one = runtime.deterministic_kernel_error(err)
+    assert "\n" not in str(one) and str(one).startswith("index_add_cuda_") and "--determinism math" in str(one)
+    assert runtime.deterministic_kernel_error(RuntimeError("CUDA out of memory")) is None

@@ -50,7 +50,7 @@ def test_finetune_all_tasks_then_evaluate_and_predict(tmp_path):
         assert m["task_id"] == tid and m["model"] == "sip-d4" and m["scale"] == "ci" and m["params_hash"] == "abc123"
         assert m["prefix"] == "mean" and len(m["epochs"]) == 3 and m["n_test"] == 4
         assert m["reported"]["acc"] == sum(e["acc"] for e in m["epochs"]) / 3
-        assert {"run_id", "seed", "steps", "device", "commit"} <= m.keys() and m["deterministic"] is False and m["determinism"] == "off"
+        assert {"run_id", "seed", "steps", "device", "commit"} <= m.keys() and m["deterministic"] is True and m["determinism"] == "strict"
         preds = pq.read_table(tmp_path / "ft" / tid / "predictions.parquet")
         assert preds.column_names == ["input", "gold", "prediction"] and len(preds) == 4
     # a TSV task with the no-prefix ablation, the model saved, then evaluate and predict with it
@@ -58,9 +58,11 @@ def test_finetune_all_tasks_then_evaluate_and_predict(tmp_path):
     (tmp_path / "test.tsv").write_text("aab\tbaa\n", encoding="utf-8")
     r = _sip("finetune", "--model", str(tmp_path / "ckpt"), "--train", str(tmp_path / "train.tsv"), "--test",
              str(tmp_path / "test.tsv"), "--out", str(tmp_path / "run"), "--prefix", "none", "--epochs", "1",
-             "--save-model", "--no-progress")
+             "--save-model", "--no-progress", "--determinism", "off")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "run" / "model.safetensors").exists()
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["determinism"] == "off" and m["deterministic"] is False  # the flag overrides the strict default
     r = subprocess.run([sys.executable, "-m", "sip_core.cli", "predict", "--model", str(tmp_path / "run")],
                        input="ab\nb\n", capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr

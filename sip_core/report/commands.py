@@ -51,6 +51,9 @@ def register_report(commands) -> None:
                                                        "rank=400", "p=1.0"],
                         metavar="FAMILY=VALUE", help="minimum tolerance per metric family")
     spread.add_argument("--out", required=True)
+    spread.add_argument("--for-table", default=None, metavar="TABLE",
+                        help="record the spread as TABLE's own tolerance (by_table) in the existing --out file, "
+                             "leaving the other tables' tolerance as it is")
     spread.set_defaults(func=_spread)
 
 
@@ -170,8 +173,11 @@ def _table(args) -> int:
 
 
 def _spread(args) -> int:
+    import json
+
     import pandas as pd
 
+    from sip_core.errors import SipError
     from sip_core.io import write_json
     from sip_core.report.regression import spread_tolerance
 
@@ -180,9 +186,17 @@ def _spread(args) -> int:
     per_seed = [t.assign(setting=t["table"] + ":" + t["setting"]) for t in per_seed]
     floors = {k: float(v) for k, v in (f.split("=", 1) for f in args.floor)}
     result = spread_tolerance(per_seed, args.factor, floors)
+    result["measured_on"] = {"dirs": [str(d) for d in args.dirs], "tables": args.tables}
+    if args.for_table:  # one table's own tolerance, the measured families only, beside the general one
+        if not Path(args.out).exists():
+            raise SipError(f"--for-table adds to an existing tolerance file; {args.out} does not exist")
+        spec = json.loads(Path(args.out).read_text())
+        spec.setdefault("by_table", {})[args.for_table] = result
+        write_json(spec, args.out)
+        print(f"{args.for_table}: tolerance {result['tolerance']} (max seed std {result['max_seed_std']}) -> {args.out}")
+        return 0
     for fam, value in floors.items():  # families not measured (e.g. per) still get their floor
         result["tolerance"].setdefault(fam, value)
-    result["measured_on"] = {"dirs": [str(d) for d in args.dirs], "tables": args.tables}
     write_json(result, args.out)
     print(f"tolerance {result['tolerance']} (max seed std {result['max_seed_std']}) -> {args.out}")
     return 0

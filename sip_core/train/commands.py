@@ -22,9 +22,18 @@ def _add_shape(p: argparse.ArgumentParser) -> None:
                    help="FST symbol embeddings: their own table (the paper) or tied to the byte embeddings")
 
 
-def _add_runtime(p: argparse.ArgumentParser, precision_default: str) -> None:
+# Fine-tuning repeats bitwise by default: a tuned prefix otherwise turns GPU atomics into points (sweep 20)
+FINETUNE_DETERMINISM = "strict"
+
+
+def _add_runtime(p: argparse.ArgumentParser, precision_default: str, determinism_default: str | None = None) -> None:
     g = p.add_argument_group("runtime")
     g.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default=precision_default)
+    if determinism_default:
+        g.add_argument("--determinism", choices=["off", "math", "strict"], default=None,
+                       help=f"GPU kernels: strict = bitwise repeatable, ~7%% slower; math = deterministic where "
+                            f"possible, plain attention; off = fastest (default $SIP_DETERMINISTIC, else "
+                            f"{determinism_default})")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--threads", type=int, default=None, help="CPU threads (default $SIP_THREADS or 1)")
@@ -155,7 +164,7 @@ def register(commands, data_commands) -> None:
     p.add_argument("--scale", default="unknown")
     p.add_argument("--params-hash", default="unknown")
     _add_shape(p)
-    _add_runtime(p, "tf32")
+    _add_runtime(p, "tf32", determinism_default=FINETUNE_DETERMINISM)
     _add_nproc(p)
     p.set_defaults(func=_finetune)
 

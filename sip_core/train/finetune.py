@@ -34,6 +34,7 @@ from sip_core.model.sip_model import SIPForConditionalGeneration
 from sip_core.train import checkpoint as ckpt
 from sip_core.train import distributed, modelcard, restarts, runtime, taskpool
 from sip_core.train.batching import DeviceSplit, random_batches
+from sip_core.train.commands import FINETUNE_DETERMINISM
 from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
@@ -138,7 +139,9 @@ class FineTuner:
         self.dist = dist or distributed.Dist()
         self.device = runtime.pick_device(device_arg or args.device)
         runtime.configure_threads(self.device, args.threads)
-        self.autocast = runtime.set_precision(args.precision, self.device)
+        # repeatable by default: with a tuned prefix, GPU atomics alone moved a task by 26 points (sweep 20)
+        self.determinism = runtime.determinism_mode(getattr(args, "determinism", None), default=FINETUNE_DETERMINISM)
+        self.autocast = runtime.set_precision(args.precision, self.device, self.determinism)
         runtime.seed_everything(args.seed)
         base = load_base(args.model, args)
         self.prefix_kind = resolve_prefix(args.prefix, base, args.model)
@@ -341,8 +344,8 @@ class FineTuner:
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
-            "deterministic": torch.are_deterministic_algorithms_enabled(),  # $SIP_DETERMINISTIC
-            "determinism": runtime.determinism_mode(),  # off / math / strict
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "determinism": self.determinism,  # off / math / strict (--determinism, $SIP_DETERMINISTIC)
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
@@ -550,8 +553,10 @@ def main(args) -> int:
                 _print_summary(results, out)
             elif own_task:
                 print(f"finetune: model, model card (README.md) and predictions → {out}")
-    except BaseException:
+    except BaseException as err:
         dist.close(wait=False)
+        if isinstance(err, RuntimeError) and (one_line := runtime.deterministic_kernel_error(err)):
+            raise one_line from err
         raise
     dist.close()
     return 0

@@ -24,8 +24,9 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def set_precision(precision: str, device: torch.device):
-    """Configure matmul precision; return a zero-argument factory of the autocast context to train in.
+def set_precision(precision: str, device: torch.device, determinism: str | None = None):
+    """Configure matmul precision and determinism (``determinism_mode()`` when not given); return a
+    zero-argument factory of the autocast context to train in.
 
     bf16 means bf16 autocast with fp32 master weights (T5 overflows in fp16, so fp16 is not offered).
     """
@@ -36,7 +37,7 @@ def set_precision(precision: str, device: torch.device):
         # (ScaledDotProductCudnnAttentionBackward0, found by `bench_loss --trace`; docs/BENCHMARKS.md);
         # SDPA then takes its memory-efficient kernel, which handles the additive bias.
         torch.backends.cuda.enable_cudnn_sdp(False)
-    set_determinism(determinism_mode())
+    set_determinism(determinism or determinism_mode())
     tf32 = precision in ("tf32", "bf16")
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -49,20 +50,35 @@ def set_precision(precision: str, device: torch.device):
 DETERMINISM_MODES = ("off", "math", "strict")
 
 
-def determinism_mode() -> str:
-    """``$SIP_DETERMINISTIC``: unset / 0 -> ``off``; ``strict`` -> ``strict``; any other value (1) -> ``math``."""
+def determinism_mode(requested: str | None = None, default: str = "off") -> str:
+    """A command's determinism: its ``--determinism`` if given, else ``$SIP_DETERMINISTIC`` if set (0 -> ``off``,
+    ``strict`` -> ``strict``, any other value (1) -> ``math``), else the command's default."""
+    if requested:
+        return requested
     value = os.environ.get("SIP_DETERMINISTIC", "")
-    return "off" if value in ("", "0") else "strict" if value == "strict" else "math"
+    if value == "":
+        return default
+    return "off" if value == "0" else "strict" if value == "strict" else "math"
+
+
+def deterministic_kernel_error(err: RuntimeError) -> SipError | None:
+    """The one-line error for an op that strict mode stops (PyTorch has no deterministic kernel for it)."""
+    text = str(err)
+    if "does not have a deterministic implementation" not in text:
+        return None
+    first = text.strip().splitlines()[0]
+    return SipError(f"{first[:300]} (strict determinism; rerun with --determinism math, or off)")
 
 
 def set_determinism(mode: str) -> None:
-    """Bitwise-repeatable GPU runs (``$SIP_DETERMINISTIC``), off by default.
+    """Bitwise-repeatable GPU runs: ``strict`` by default for fine-tuning, ``off`` elsewhere.
 
     Why: a fine-tune with a tuned prefix moved by up to 9.5 points on one task between runs of one seed, while
-    base and no-prefix runs repeat to the last digit (docs/EXPERIMENTS.md, sessions 14-15). The likely cause
-    (sweep 20 tests it): SDPA's memory-efficient backward splits the keys over thread blocks and sums their
-    gradients with atomics once the keys outgrow one block; the 80-vector prefix makes the encoder's keys ~100
-    long, g2p words alone stay short. PyTorch forces one split only under strict deterministic mode.
+    base and no-prefix runs repeat to the last digit (docs/EXPERIMENTS.md, sessions 14-15). The cause (sweep 20,
+    session 16: plain runs of one seed differ, math and strict ones repeat bitwise, also across hosts): SDPA's
+    memory-efficient backward splits the keys over thread blocks and sums their gradients with atomics once the
+    keys outgrow one block; the 80-vector prefix makes the encoder's keys ~100 long, g2p words alone stay short.
+    PyTorch forces one split only under strict deterministic mode, which cost ~7% wall time there (math ~11%).
 
     ``math`` (``SIP_DETERMINISTIC=1``): deterministic kernels where PyTorch has them (a warning names any op
     without one), a fixed cuBLAS workspace, and SDPA's math kernel instead of the fused ones.
