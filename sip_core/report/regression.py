@@ -20,10 +20,17 @@ def metric_family(metric: str) -> str:
 def load_tolerance(path: str | Path, table: str | None = None) -> dict[str, float]:
     """Tolerance per metric family; ``table``'s own measured spread (``by_table``) where it has one, since a
     metric's scale can differ by table (edit distance on 90-110-character strings in Table 11 vs ~20 in Table 1)."""
+    return _for_table(_read_spec(path), table)
+
+
+def _read_spec(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise SipError(f"tolerance file missing: {path} (run `sip report spread` to derive it)")
-    spec = json.loads(path.read_text())
+    return json.loads(path.read_text())
+
+
+def _for_table(spec: dict, table: str | None) -> dict[str, float]:
     return {**spec["tolerance"], **spec.get("by_table", {}).get(table, {}).get("tolerance", {})}
 
 
@@ -45,9 +52,10 @@ def compare_table(produced: pd.DataFrame, reference: pd.DataFrame, tolerance: di
 
 
 def compare_dirs(produced_dir: str | Path, reference_dir: str | Path, names: list[str]) -> dict[str, list[str]]:
+    spec = _read_spec(Path(reference_dir) / "tolerance.json")  # once, not per table
     result = {}
     for name in names:
-        tolerance = load_tolerance(Path(reference_dir) / "tolerance.json", table=name)
+        tolerance = _for_table(spec, name)
         ref = pd.read_csv(Path(reference_dir) / f"{name}.csv")
         new_path = Path(produced_dir) / f"{name}.csv"
         result[name] = compare_table(pd.read_csv(new_path), ref, tolerance) if new_path.exists() else [
