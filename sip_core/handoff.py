@@ -42,7 +42,8 @@ from sip_core.train.rundir import staging_path
 # (prefix_table: 21 decodings of each test set), the T5 path).
 GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetune", "probe_report", "prefix_tune",
              "prefix_table", "t5_finetune")
-PARALLEL_RULES = ("finetune", "probe_finetune", "prefix_tune", "t5_finetune")  # each reads only checkpoints made before it
+# Jobs that may run side by side under --parallel N; one that reads another's output waits for that job.
+PARALLEL_RULES = ("pretrain", "finetune", "probe_finetune", "prefix_tune", "t5_finetune")
 # Outputs that stay on the host: read by a later job there, too big to bring back (the probe's five fine-tuned
 # models, ~360 MB at gpu scale). Only their logs travel; the Snakefile marks them temp(), so their absence here
 # leaves the report built from them up to date.
@@ -50,7 +51,9 @@ HOST_ONLY_RULES = ("probe_finetune",)
 HOST_RULE = "host_data"  # a pool rebuilt on the GPU host, checked against the digests of the local copy
 POOL_RULES = ("fst_pool", "set_pool")
 RELEASE_RULE = "use_release"  # a released model (in git) copied to a scale's checkpoint directory
-HOST_BUILD_BYTES = 32 * 2**20  # pools larger than this are rebuilt on the host instead of carried
+# Pools larger than this are rebuilt on the host instead of carried: the tracked tree (the released SIP-d4's
+# 37 MB, experiments/results) already takes ~58 of the 64 MiB that travel, so even the Set pool (8 MB) is rebuilt.
+HOST_BUILD_BYTES = 2 * 2**20
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
 MAX_PARTS = 8  # files the device brings back from one call
@@ -195,20 +198,26 @@ def _pretrain_status(job: dict) -> str | None:
 
 def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, allow_rerun: bool = False) -> dict:
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
-    ``parallel`` > 1 runs up to that many consecutive fine-tuning jobs at once: one small model leaves most
-    of a GPU idle. Every other job (data, pre-training) runs alone, after all that came before it.
+    ``parallel`` > 1 runs up to that many consecutive pre-training and fine-tuning jobs at once (one small
+    model leaves most of a GPU idle); a job that reads another's checkpoint starts once that one has finished,
+    and is skipped if it did not finish. Every other job (host data) runs alone, after all that came before it.
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
         handoff_state.check(_progress(spec["jobs"]))
     deadline = time.monotonic() + budget_min * 60
+    producer = {p: job for job in spec["jobs"] for p in job["output"]}
     done, failed, running = [], [], []
     for job in spec["jobs"]:
         if not _needs_run(job):
             continue
         concurrent = parallel > 1 and job["rule"] in PARALLEL_RULES
-        if not _settle(running, parallel - 1 if concurrent else 0, deadline, done, failed):
+        upstream = [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
+        if not _settle(running, parallel - 1 if concurrent else 0, deadline, done, failed, waits_for=upstream):
             break
+        if unfinished := [u["output"][0] for u in upstream if not _done(u)]:
+            print(f"[handoff] skipped {job['output'][0]}: {', '.join(unfinished)} not finished", flush=True)
+            continue
         cmd = _command(job, remaining=deadline - time.monotonic())
         if cmd is None:  # too little budget left to start it
             break
@@ -257,15 +266,23 @@ def _staged_tasks(out: Path) -> list[Path]:
     return [m.parent for m in sorted(staging_path(out).glob("*/metrics.json"))]
 
 
-def _settle(running: list, limit: int, deadline: float, done: list, failed: list) -> bool:
-    """Wait until at most ``limit`` concurrent jobs still run, sorting the finished ones into done / failed.
+def _settle(running: list, limit: int, deadline: float, done: list, failed: list, waits_for: list = ()) -> bool:
+    """Wait until at most ``limit`` concurrent jobs still run and none of ``waits_for`` does, sorting the
+    finished ones into done / failed (a pre-training stopped by its time limit is neither: it resumes).
     At the budget's end stop the rest (they resume in the next call) and return False."""
-    while len(running) > limit:
+    def busy():
+        return len(running) > limit or any(job in waits_for for job, _ in running)
+
+    while busy():
         for job, proc in list(running):
             if (returncode := proc.poll()) is not None:
                 running.remove((job, proc))
+                if returncode == 0 and _pretrain_status(job) == "time_limit":
+                    print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)",
+                          flush=True)
+                    continue
                 (done if returncode == 0 and _done(job) else failed).append(job)
-        if len(running) > limit and time.monotonic() >= deadline - PACK_SECONDS:
+        if busy() and time.monotonic() >= deadline - PACK_SECONDS:
             for job, proc in running:
                 _stop(proc)
                 print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)

@@ -279,6 +279,28 @@ def test_a_pretraining_stopped_by_the_handoff_budget_is_resumed_not_taken_as_don
     assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=2.2) == {"done": 0, "failed": 0, "pending": 0}
 
 
+def test_a_fine_tuning_whose_pretraining_stopped_at_the_budget_waits_for_the_next_call(tmp_path, monkeypatch):
+    """Side by side (--parallel 2): a pre-training stopped by the hand-off's time limit is neither done nor
+    failed, the fine-tuning that reads its checkpoint is skipped (pending), the one that does not runs."""
+    import json
+    import sys
+    monkeypatch.chdir(tmp_path)
+    stops = ("import json, pathlib; c = pathlib.Path(\"ckpt\"); c.mkdir(exist_ok=True); (c / \"model.safetensors\").touch(); "
+             "(c / \"pretrain_metrics.json\").write_text(json.dumps({\"status\": \"time_limit\"}))")
+    pretrain = {"rule": "pretrain", "output": ["ckpt/model.safetensors"], "input": [], "wildcards": {"model": "te"},
+                "cmd": f"{sys.executable} -c '{stops}'"}
+
+    def finetune(name, reads):
+        return {"rule": "finetune", "output": [f"{name}/done"], "input": reads, "wildcards": {"model": "te"},
+                "cmd": f"{sys.executable} -c 'import pathlib; p = pathlib.Path(\"{name}\"); p.mkdir(exist_ok=True); (p / \"done\").touch()'"}
+
+    jobs = [pretrain, finetune("reads", ["ckpt/model.safetensors"]), finetune("free", [])]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=2.2, parallel=2) == {"done": 1, "failed": 0, "pending": 2}
+    assert Path("free/done").exists() and not Path("reads").exists()
+    assert _archive_names(tmp_path / "out") == ["free/done"]
+
+
 def test_export_copies_a_released_model_on_the_host_instead_of_carrying_it(tmp_path, monkeypatch):
     """A checkpoint the scale takes from models/ (rule use_release) becomes a host job with the sha256 of the
     copy made here; on the host, a copy with other bytes stops the run before a GPU job reads it."""
@@ -326,29 +348,34 @@ def test_export_copies_a_released_model_on_the_host_instead_of_carrying_it(tmp_p
     assert _archive_names(tmp_path / "out0") == ["run/metrics.json"]
 
 
-def test_handoff_run_runs_fine_tuning_jobs_side_by_side_and_anything_else_alone(tmp_path, monkeypatch):
-    """--parallel 3: three fine-tuning jobs overlap in time; a pre-training after them starts only when all have
-    ended; at the budget's end the running ones are stopped and stay pending."""
+def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_anything_else_alone(tmp_path, monkeypatch):
+    """--parallel 4: two pre-trainings overlap in time; a fine-tuning that reads one's checkpoint starts once it
+    has ended; a job of another rule starts only when all have ended; at the budget's end the running ones are
+    stopped and stay pending."""
     import json
     import sys
     monkeypatch.chdir(tmp_path)
 
-    def job(rule, name, seconds):
+    def job(rule, name, seconds, reads=()):
         script = (f"import time, pathlib; p = pathlib.Path(\"{name}\"); p.mkdir(exist_ok=True); (p / \"start\").write_text(repr(time.time())); "
                   f"time.sleep({seconds}); (p / \"end\").write_text(repr(time.time()))")
-        return {"rule": rule, "output": [f"{name}/end"], "wildcards": {"model": "sip-d4"},
+        return {"rule": rule, "output": [f"{name}/end"], "input": list(reads), "wildcards": {"model": "sip-d4"},
                 "cmd": f"{sys.executable} -c '{script}' --max-minutes 1"}  # its own limit: not a hand-off pre-training
 
-    jobs = [job("finetune", f"ft{i}", 1.5) for i in range(3)] + [job("pretrain", "pt", 0.1)]
-    logged = {**jobs[0], "cmd": "python -m sip_core.cli finetune --out run > logs/ft.log 2>&1"}
+    jobs = [job("pretrain", "pt0", 1.5), job("pretrain", "pt1", 3.0), job("finetune", "ft0", 0.1, reads=["pt0/end"]),
+            job("finetune", "ft1", 0.5), job("prefix_table", "other", 0.1)]
+    logged = {**jobs[2], "cmd": "python -m sip_core.cli finetune --out run > logs/ft.log 2>&1"}
     assert handoff._command(logged, remaining=100) == (  # a task cut off by the budget resumes from its checkpoint
         f"python -m sip_core.cli finetune --out run --checkpoint-minutes {handoff.SAFETY_CHECKPOINT_MIN} > logs/ft.log 2>&1")
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
-    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=3) == {"done": 4, "failed": 0, "pending": 0}
-    t = {n: (float(Path(n, "start").read_text()), float(Path(n, "end").read_text())) for n in ("ft0", "ft1", "ft2", "pt")}
-    assert max(t[f"ft{i}"][0] for i in range(3)) < min(t[f"ft{i}"][1] for i in range(3))  # they overlapped
-    assert t["pt"][0] >= max(t[f"ft{i}"][1] for i in range(3))  # the pre-training waited for all of them
-    assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "ft2/end", "pt/end"]
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=4) == {"done": 5, "failed": 0, "pending": 0}
+    t = {n: (float(Path(n, "start").read_text()), float(Path(n, "end").read_text()))
+         for n in ("pt0", "pt1", "ft0", "ft1", "other")}
+    assert max(t["pt0"][0], t["pt1"][0]) < min(t["pt0"][1], t["pt1"][1])  # the pre-trainings overlapped
+    assert t["ft0"][0] >= t["pt0"][1]  # the fine-tuning waited for the checkpoint it reads
+    assert t["ft1"][0] < t["pt1"][1]  # ... and the next one, which reads none, did not wait for pt1
+    assert t["other"][0] >= max(t[n][1] for n in ("pt0", "pt1", "ft0", "ft1"))  # anything else runs alone
+    assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "other/end", "pt0/end", "pt1/end"]
 
     slow = [job("finetune", f"slow{i}", 60) for i in range(2)]
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": slow}))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ from sip_core.errors import SipError
 from sip_core.eval.decode import predict_split
 from sip_core.model import SIPConfig, SIPForConditionalGeneration
 from sip_core.model.config import t5_kwargs
-from sip_core.model.loading import load_sip
+from sip_core.model.loading import load_sip, save_model
 from sip_core.train import checkpoint as ckpt
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import load_pool, make_split
@@ -49,10 +50,15 @@ def _acc_and_loss(model, split) -> tuple[float, float]:
     return 100.0 * float(np.mean([p == g for p, g in zip(preds, split.outputs)])), loss
 
 
+def _whole_te(run_dir):
+    """The TE model with its whole task table, from the run's resume checkpoint."""
+    return ckpt.model_from_checkpoint(*ckpt.load_checkpoint(ckpt.latest_checkpoint(run_dir)))
+
+
 def test_te_pretraining_learns_a_row_per_task(te_model):
     """Seen tasks through their own rows beat the same examples through another task's row or row 0."""
     root, pool_dir = te_model
-    model = load_sip(root / "te").eval()
+    model = _whole_te(root / "te").eval()
     assert model.config.prefix_mode == "te" and model.config.te_num_tasks == 9  # 8 tasks + the fallback row 0
     assert not model.task_embedding.embedding.sparse  # trained with sparse gradients, loaded as a plain table
     train = load_pool(pool_dir, False, te=True).splits["train"]
@@ -66,13 +72,27 @@ def test_te_pretraining_learns_a_row_per_task(te_model):
     assert loss < 0.6 * loss_sw, (loss, loss_sw)
 
 
+def test_the_saved_te_model_keeps_row_0_of_its_table_and_the_whole_body(te_model):
+    """model.safetensors is what fine-tuning loads, which starts a fresh prefix: the table is cut to its row
+    0 (the row of unseen FSTs) so that a gpu pool's 500k rows need not travel; the rest is the run's."""
+    root, _ = te_model
+    whole, saved = _whole_te(root / "te").state_dict(), load_sip(root / "te")
+    assert saved.config.te_num_tasks == 1 and saved.config.prefix_mode == "te"
+    table = "task_embedding.embedding.weight"
+    assert torch.equal(saved.state_dict()[table], whole[table][:1])
+    assert all(torch.equal(v, whole[k]) for k, v in saved.state_dict().items() if k != table)
+
+
 def test_one_te_step_moves_the_table_at_te_lr_and_the_body_at_lr(te_model, tmp_path):
     """Adam's first step moves every parameter with a gradient by ~its group's LR: continuing the TE model for
     one step shows which LR each part got, and that only the rows of tasks in the batch moved."""
     root, pool_dir = te_model
-    before = load_sip(root / "te").state_dict()
-    run(_options(pool_dir, tmp_path / "step", init=str(root / "te"), lr=1e-3, te_lr=0.25, max_steps=1, batch_size=8))
-    after = load_sip(tmp_path / "step").state_dict()
+    whole = _whole_te(root / "te")
+    save_model(whole, tmp_path / "whole")
+    before = whole.state_dict()
+    run(_options(pool_dir, tmp_path / "step", init=str(tmp_path / "whole"), lr=1e-3, te_lr=0.25, max_steps=1,
+                 batch_size=8))
+    after = _whole_te(tmp_path / "step").state_dict()
     table = "task_embedding.embedding.weight"
     moved = (after[table] - before[table]).abs().amax(1)
     assert moved[0] == 0.0  # the fallback row of unseen tasks is never trained
@@ -245,3 +265,22 @@ def test_a_checkpoint_of_the_dense_table_optimiser_starts_over(te_model, tmp_pat
     run(replace(opts, max_steps=3))
     out = capsys.readouterr().out
     assert "AdamW -> SparseAdam); starting over" in out and "finished at step 3/3" in out
+
+
+def test_max_fsts_keeps_the_first_training_fsts_and_sizes_the_table_by_them(te_model, tmp_path):
+    """--max-fsts N: train and easy-dev keep the examples of the N lowest-id training FSTs, unseen-FST splits
+    stay whole, and a TE run's table has N + 1 rows. Checked against the pool's own rows, read directly."""
+    _, pool_dir = te_model
+    rows = pd.read_parquet(pool_dir / "examples.parquet")
+    first = sorted(rows.loc[rows.split == "train", "fst_id"].unique())[:3]
+    pool = load_pool(pool_dir, False, te=True, max_fsts=3)
+    for name in ("train", "easy_dev"):
+        want = rows[(rows.split == name) & rows.fst_id.isin(first)]
+        assert sorted(pool.splits[name].inputs) == sorted(want.input) and len(want) > 0
+    assert pool.train_fst_ids.tolist() == first
+    for name in set(pool.splits) - {"train", "easy_dev"}:
+        assert len(pool.splits[name].inputs) == int((rows.split == name).sum())
+    run(_options(pool_dir, tmp_path / "te3", max_fsts=3, max_steps=2, batch_size=8))
+    assert _whole_te(tmp_path / "te3").config.te_num_tasks == 4
+    with pytest.raises(SipError, match="has only 8 training FSTs"):
+        load_pool(pool_dir, False, te=True, max_fsts=9)

@@ -82,6 +82,20 @@ def with_prefix_mode(model: SIPForConditionalGeneration, prefix_mode: str, **con
     return new
 
 
+def without_task_table(model: SIPForConditionalGeneration) -> SIPForConditionalGeneration:
+    """A TE model for saving: its task table cut to row 0 (the row of FSTs without an embedding).
+
+    Fine-tuning starts a fresh prefix instead of the table (REFERENCE §4.4), and the whole table (a row of
+    50 x 180 per pre-training FST: 4.5B parameters for the gpu pool's 500k) would not travel or load.
+    The resume checkpoint keeps the whole table."""
+    slim = with_prefix_mode(model, "te", te_num_tasks=1)
+    slim.task_embedding.up_proj = model.task_embedding.up_proj
+    slim.task_embedding.embedding.to(model.task_embedding.embedding.weight.device)
+    with torch.no_grad():
+        slim.task_embedding.embedding.weight.copy_(model.task_embedding.embedding.weight[:1])
+    return slim
+
+
 def build_model(init: str, prefix_mode: str, variant: str, t5_kwargs: dict, **config_kwargs) -> SIPForConditionalGeneration:
     """``init`` = scratch (a random T5 of the given shape), a SIP checkpoint (continued pre-training keeps
     its prefix modules when the mode matches), or a T5/ByT5 path."""

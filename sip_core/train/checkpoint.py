@@ -82,6 +82,16 @@ def load_checkpoint(path: Path) -> tuple[dict, dict]:
     return payload, config
 
 
+def model_from_checkpoint(payload: dict, config: dict):
+    """The model a checkpoint holds, whole (a TE run's task table included, which its saved model cuts)."""
+    from sip_core.model.config import SIPConfig
+    from sip_core.model.sip_model import SIPForConditionalGeneration
+    model = SIPForConditionalGeneration(SIPConfig.from_dict({k: v for k, v in config.items()
+                                                             if k not in ("model_type", "transformers_version")}))
+    model.load_state_dict(payload["model"])
+    return model
+
+
 def discard_checkpoints(out_dir: str | Path) -> None:
     """Remove every checkpoint of ``out_dir`` (a rerun with other settings starts from scratch)."""
     root = checkpoint_root(out_dir)

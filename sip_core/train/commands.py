@@ -56,6 +56,9 @@ def register(commands, data_commands) -> None:
     g.add_argument("--grad-accum", type=int, default=1)
     g.add_argument("--epochs", type=float, default=1.0)
     g.add_argument("--max-steps", type=int, default=None, help="optimiser steps (overrides --epochs)")
+    g.add_argument("--max-fsts", type=int, default=None, metavar="N",
+                   help="train on the examples of the pool's first N training FSTs only (TE: its task table has "
+                        "a row per FST, so this bounds it; default: all)")
     g.add_argument("--warmup", type=int, default=0, help="warmup steps")
     g.add_argument("--schedule", choices=["constant", "linear", "cosine", "wsd"], default="constant")
     g.add_argument("--cooldown-steps", type=int, default=0, metavar="N",
@@ -216,7 +219,7 @@ def _pretrain(args) -> int:
         weight_decay=args.weight_decay, adam_beta2=args.adam_beta2, symbol_source=args.symbol_source,
         rel_buckets=args.rel_buckets, rel_max_distance=args.rel_max_distance,
         batch_size=args.batch_size, grad_accum=args.grad_accum, epochs=args.epochs,
-        max_steps=args.max_steps, warmup=args.warmup, schedule=args.schedule, cooldown_steps=args.cooldown_steps, cooldown_minutes=args.cooldown_minutes, clip=args.clip,
+        max_steps=args.max_steps, max_fsts=args.max_fsts, warmup=args.warmup, schedule=args.schedule, cooldown_steps=args.cooldown_steps, cooldown_minutes=args.cooldown_minutes, clip=args.clip,
         precision=args.precision, compile=args.compile, seed=args.seed, eval_every=args.eval_every,
         eval_max=args.eval_max, eval_batch_size=args.eval_batch_size, max_minutes=args.max_minutes,
         checkpoint_every=args.checkpoint_every, checkpoint_minutes=args.checkpoint_minutes,

@@ -209,12 +209,29 @@ class Pool:
     train_fst_ids: np.ndarray | None = None  # TE: row r+1 of the task table is train FST r
 
 
+def _first_fsts(examples: pa.Table, n: int, path: Path) -> pa.Table:
+    """The table without the train / easy-dev rows of training FSTs beyond the first ``n`` (by id)."""
+    if n < 1:
+        raise SipError(f"--max-fsts must be at least 1, not {n}")
+    split = examples.column("split").to_numpy(zero_copy_only=False).astype(str)
+    fst_ids = examples.column("fst_id").to_numpy().astype(np.int64)
+    seen_split = np.isin(split, ["train", "easy_dev"])
+    train_ids = np.unique(fst_ids[split == "train"])
+    if n > len(train_ids):
+        raise SipError(f"--max-fsts {n}: {path} has only {len(train_ids)} training FSTs")
+    keep = ~seen_split | np.isin(fst_ids, train_ids[:n])
+    return examples.filter(pa.array(keep))
+
+
 def load_pool(data_dir: str | Path, with_fsts: bool, num_states: int | None = None,
-              symbols: list[str] | None = None, te: bool = False) -> Pool:
+              symbols: list[str] | None = None, te: bool = False, max_fsts: int | None = None) -> Pool:
+    """A pool's splits; ``max_fsts``: only the examples (train and easy-dev) of the first N training FSTs by id."""
     data_dir = Path(data_dir)
     ex_path = data_dir / "examples.parquet"
     examples = read_parquet(ex_path)
-    _require(examples, ["split", "input", "output"] + (["fst_id"] if with_fsts or te else []), ex_path)
+    _require(examples, ["split", "input", "output"] + (["fst_id"] if with_fsts or te or max_fsts else []), ex_path)
+    if max_fsts is not None:
+        examples = _first_fsts(examples, max_fsts, ex_path)
     fsts = None
     if with_fsts:
         fst_path = data_dir / "fsts.parquet"

@@ -18,7 +18,7 @@ import torch
 from sip_core.errors import SipError
 from sip_core.io import write_json, write_text
 from sip_core.model.config import t5_kwargs
-from sip_core.model.loading import build_model, save_model, save_prefix_init
+from sip_core.model.loading import build_model, save_model, save_prefix_init, without_task_table
 from sip_core.train import checkpoint as ckpt
 from sip_core.train import distributed, runtime
 from sip_core.train.batching import DeviceSplit, LengthCurriculum, bucketed_batches, plan_on_device
@@ -54,6 +54,7 @@ class PretrainOptions:
     grad_accum: int = 1
     epochs: float = 1.0
     max_steps: int | None = None
+    max_fsts: int | None = None    # only the first N training FSTs' examples (bounds TE's task table)
     warmup: int = 0
     schedule: str = "constant"
     cooldown_steps: int = 0        # wsd schedule: length of the final decay
@@ -161,17 +162,14 @@ def run(opts: PretrainOptions) -> dict:
             resume_from, payload = None, None
 
     runtime.seed_everything(opts.seed)
-    pool = load_pool(opts.data, with_fsts=prefix_mode == "fst", num_states=opts.num_states, te=prefix_mode == "te")
+    pool = load_pool(opts.data, with_fsts=prefix_mode == "fst", num_states=opts.num_states, te=prefix_mode == "te",
+                     max_fsts=opts.max_fsts)
     te_tasks = len(pool.train_fst_ids) + 1 if pool.train_fst_ids is not None else 1
     if opts.state_loss > 0 and pool.splits["train"].states is None:
         raise SipError(f"--state-loss needs per-example FST states, but {opts.data}/examples.parquet has no "
                        f"'states' column (build the pool with `sip data d4|d4plus|d4long --with-states`)")
     if payload is not None:
-        from sip_core.model.config import SIPConfig
-        from sip_core.model.sip_model import SIPForConditionalGeneration
-        config = SIPConfig.from_dict({k: v for k, v in saved_config.items() if k not in ("model_type", "transformers_version")})
-        model = SIPForConditionalGeneration(config)
-        model.load_state_dict(payload["model"])
+        model = ckpt.model_from_checkpoint(payload, saved_config)
     else:
         shape = t5_kwargs(d_model=opts.d_model, d_ff=opts.d_ff, num_layers=opts.layers,
                           num_decoder_layers=opts.decoder_layers, num_heads=opts.heads, d_kv=opts.d_kv,
@@ -407,7 +405,8 @@ def run(opts: PretrainOptions) -> dict:
     if not dist.is_main:  # rank 0 writes the outputs
         dist.close()
         return {"status": status}
-    save_model(model, out, dtype=torch.bfloat16 if opts.save_dtype == "bf16" else None)
+    save_model(without_task_table(model) if prefix_mode == "te" else model, out,
+               dtype=torch.bfloat16 if opts.save_dtype == "bf16" else None)
     if prefix_mode == "fst":
         save_prefix_init(out, _prefix_sample(pool, opts.prefix_sample, opts.seed))
     metrics = write_metrics(status)
@@ -442,7 +441,7 @@ def make_optimizer(model, opts: PretrainOptions, device: torch.device) -> torch.
 # the way a constant-LR run is continued into its decay), evaluation, logging, checkpointing and devices.
 RUN_IDENTITY = ("data", "init", "d_model", "d_ff", "layers", "decoder_layers", "heads", "d_kv", "dropout",
                 "num_states", "lr", "te_lr", "weight_decay", "adam_beta2", "rel_buckets", "rel_max_distance",
-                "symbol_source", "batch_size", "grad_accum", "warmup", "clip", "precision", "seed", "state_loss",
+                "symbol_source", "batch_size", "grad_accum", "max_fsts", "warmup", "clip", "precision", "seed", "state_loss",
                 "curriculum_steps", "curriculum_start")
 
 

@@ -34,7 +34,7 @@ SHAPE_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "num_layers": "--layers
                "num_decoder_layers": "--decoder-layers", "num_heads": "--heads", "d_kv": "--d-kv",
                "dropout": "--dropout", "rel_buckets": "--rel-buckets", "rel_max_distance": "--rel-max-distance"}
 # Optional pre-training levers of params.pretrain.* (absent: the command's default, i.e. off).
-LEVER_FLAGS = {"max_steps": "--max-steps", "cooldown_steps": "--cooldown-steps", "adam_beta2": "--adam-beta2",
+LEVER_FLAGS = {"max_steps": "--max-steps", "max_fsts": "--max-fsts", "cooldown_steps": "--cooldown-steps", "adam_beta2": "--adam-beta2",
                "clip": "--clip", "state_loss": "--state-loss", "curriculum_steps": "--curriculum-steps",
                "curriculum_start": "--curriculum-start", "save_dtype": "--save-dtype"}
 
