@@ -57,6 +57,7 @@ HOST_BUILD_BYTES = 2 * 2**20
 JOBS_FILE = Path("handoff/jobs.json")
 PART_BYTES = 15 * 2**20
 MAX_PARTS = 8  # files the device brings back from one call
+BACK_BYTES = 60 * 2**20  # ... and bytes, 64 MiB in all (a log beside the archive): two gpu-shape models do not fit
 ARCHIVE = "handoff.tar"
 RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included): stays on the host
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
@@ -198,24 +199,35 @@ def _pretrain_status(job: dict) -> str | None:
 
 def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, allow_rerun: bool = False) -> dict:
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
-    ``parallel`` > 1 runs up to that many consecutive pre-training and fine-tuning jobs at once (one small
-    model leaves most of a GPU idle); a job that reads another's checkpoint starts once that one has finished,
-    and is skipped if it did not finish. Every other job (host data) runs alone, after all that came before it.
+    ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once (one small model leaves
+    most of a GPU idle), each as soon as what it reads is made: a job waiting for a checkpoint lets later
+    ready jobs go first, and is skipped if that checkpoint did not finish. Every other job (host data) runs
+    alone.
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
         handoff_state.check(_progress(spec["jobs"]))
     deadline = time.monotonic() + budget_min * 60
     producer = {p: job for job in spec["jobs"] for p in job["output"]}
+
+    def upstream(job):
+        return [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
+
     done, failed, running = [], [], []
-    for job in spec["jobs"]:
-        if not _needs_run(job):
+    pending = [job for job in spec["jobs"] if _needs_run(job)]
+    while pending:
+        # the first job that reads nothing still to be made; with none, wait for a running one to end
+        ready = [j for j in pending if not any(u in pending or u in [r for r, _ in running] for u in upstream(j))]
+        if not ready:  # (a cycle cannot occur: the jobs come from Snakemake's DAG)
+            if not running or not _settle(running, len(running) - 1, deadline, done, failed):
+                break
             continue
+        job = ready[0]
+        pending.remove(job)
         concurrent = parallel > 1 and job["rule"] in PARALLEL_RULES
-        upstream = [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
-        if not _settle(running, parallel - 1 if concurrent else 0, deadline, done, failed, waits_for=upstream):
+        if not _settle(running, parallel - 1 if concurrent else 0, deadline, done, failed):
             break
-        if unfinished := [u["output"][0] for u in upstream if not _done(u)]:
+        if unfinished := [u["output"][0] for u in upstream(job) if not _done(u)]:
             print(f"[handoff] skipped {job['output'][0]}: {', '.join(unfinished)} not finished", flush=True)
             continue
         cmd = _command(job, remaining=deadline - time.monotonic())
@@ -408,6 +420,7 @@ def pack(paths: list[str], out_dir: Path, host_only: list[str] = ()) -> list[Pat
         root = p.parent if p.is_file() else p  # a model: its checkpoint directory
         files += [f for f in root.rglob("*") if f.is_file() and RESUME_DIR not in f.relative_to(root).parts
                   and not any(f.is_relative_to(s) for s in stay)]
+    files = _within_budget(sorted(set(files)))
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob(f"{ARCHIVE}.*"):
         old.unlink()
@@ -415,7 +428,7 @@ def pack(paths: list[str], out_dir: Path, host_only: list[str] = ()) -> list[Pat
         return []
     whole = out_dir / f".{ARCHIVE}.partial"
     with tarfile.open(whole, "w") as tar:
-        for f in sorted(set(files)):
+        for f in files:
             tar.add(f)
     parts = []
     with open(whole, "rb") as src:
@@ -426,6 +439,24 @@ def pack(paths: list[str], out_dir: Path, host_only: list[str] = ()) -> list[Pat
     if len(parts) > MAX_PARTS:
         print(f"[handoff] warning: {len(parts)} parts; the device brings back {MAX_PARTS} files a call", flush=True)
     return parts
+
+
+def _within_budget(files: list[Path]) -> list[Path]:
+    """The files that fit into what one call brings back: everything but model weights first (runs, logs,
+    metrics), then weights while they fit. Weights that do not fit stay on the host, named in a warning."""
+    small = [f for f in files if f.suffix != ".safetensors"]
+    total = sum(f.stat().st_size for f in small) + 2048 * len(files)  # tar headers and padding, generously
+    kept, left = list(small), []
+    for f in (f for f in files if f.suffix == ".safetensors"):
+        if total + f.stat().st_size <= BACK_BYTES:
+            kept.append(f)
+            total += f.stat().st_size
+        else:
+            left.append(f)
+    if left:
+        print(f"[handoff] warning: left on the host, over the {BACK_BYTES >> 20} MiB a call brings back: "
+              + ", ".join(map(str, left)), flush=True)
+    return sorted(kept)
 
 
 def _joined(parts: list[Path], tmp_dir: Path) -> Path:

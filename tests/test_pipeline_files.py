@@ -96,6 +96,28 @@ def test_handoff_packs_a_checkpoint_without_its_resume_state_in_parts_that_impor
     assert not (dest / ckpt / "checkpoints").exists()
 
 
+def test_pack_keeps_within_what_one_call_brings_back_runs_first_then_the_models_that_fit(tmp_path, monkeypatch, capsys):
+    """The device brings back 64 MiB a call (two gpu-shape models are 72 MB): runs and logs always travel,
+    model weights while they fit, in order; the rest stays on the host, named in a warning."""
+    monkeypatch.chdir(tmp_path)
+    for name, size in (("a", 3000), ("b", 3000), ("c", 1000)):
+        ckpt = Path(f"data/gpu/checkpoints/{name}")
+        ckpt.mkdir(parents=True)
+        (ckpt / "model.safetensors").write_bytes(b"w" * size)
+        (ckpt / "pretrain_metrics.json").write_text("{}")
+    Path("data/gpu/runs/x/t0").mkdir(parents=True)
+    Path("data/gpu/runs/x/t0/metrics.json").write_text("{}" * 1000)
+    monkeypatch.setattr(handoff, "BACK_BYTES", 2006 + 7 * 2048 + 3000 + 1000 + 500)  # small files + headers, a, c
+    paths = [f"data/gpu/checkpoints/{n}/model.safetensors" for n in "abc"] + ["data/gpu/runs/x"]
+    handoff.pack(paths, tmp_path / "out")
+    names = _archive_names(tmp_path / "out")
+    assert "data/gpu/checkpoints/a/model.safetensors" in names and "data/gpu/checkpoints/c/model.safetensors" in names
+    assert "data/gpu/checkpoints/b/model.safetensors" not in names  # a fitted, b did not, c (smaller) still did
+    assert {f"data/gpu/checkpoints/{n}/pretrain_metrics.json" for n in "abc"} <= set(names)
+    assert "data/gpu/runs/x/t0/metrics.json" in names
+    assert "left on the host" in capsys.readouterr().out
+
+
 def test_handoff_run_stops_a_job_at_the_budget_and_packs_the_finished_ones(tmp_path, monkeypatch):
     """A job still running when the budget ends is stopped (not failed), so the device call returns in time
     with what finished; its output is not packed and it stays pending for the next call."""
@@ -362,20 +384,21 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
         return {"rule": rule, "output": [f"{name}/end"], "input": list(reads), "wildcards": {"model": "sip-d4"},
                 "cmd": f"{sys.executable} -c '{script}' --max-minutes 1"}  # its own limit: not a hand-off pre-training
 
-    jobs = [job("pretrain", "pt0", 1.5), job("pretrain", "pt1", 3.0), job("finetune", "ft0", 0.1, reads=["pt0/end"]),
-            job("finetune", "ft1", 0.5), job("prefix_table", "other", 0.1)]
+    jobs = [job("pretrain", "pt0", 1.5), job("pretrain", "pt1", 3.0), job("finetune", "ft1w", 0.1, reads=["pt1/end"]),
+            job("finetune", "ft0", 0.1, reads=["pt0/end"]), job("finetune", "ft1", 0.5),
+            job("prefix_table", "other", 0.1, reads=["ft1w/end"])]
     logged = {**jobs[2], "cmd": "python -m sip_core.cli finetune --out run > logs/ft.log 2>&1"}
     assert handoff._command(logged, remaining=100) == (  # a task cut off by the budget resumes from its checkpoint
         f"python -m sip_core.cli finetune --out run --checkpoint-minutes {handoff.SAFETY_CHECKPOINT_MIN} > logs/ft.log 2>&1")
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
-    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=4) == {"done": 5, "failed": 0, "pending": 0}
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=4) == {"done": 6, "failed": 0, "pending": 0}
     t = {n: (float(Path(n, "start").read_text()), float(Path(n, "end").read_text()))
-         for n in ("pt0", "pt1", "ft0", "ft1", "other")}
+         for n in ("pt0", "pt1", "ft1w", "ft0", "ft1", "other")}
     assert max(t["pt0"][0], t["pt1"][0]) < min(t["pt0"][1], t["pt1"][1])  # the pre-trainings overlapped
-    assert t["ft0"][0] >= t["pt0"][1]  # the fine-tuning waited for the checkpoint it reads
-    assert t["ft1"][0] < t["pt1"][1]  # ... and the next one, which reads none, did not wait for pt1
-    assert t["other"][0] >= max(t[n][1] for n in ("pt0", "pt1", "ft0", "ft1"))  # anything else runs alone
-    assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "other/end", "pt0/end", "pt1/end"]
+    assert t["ft0"][0] >= t["pt0"][1] and t["ft1w"][0] >= t["pt1"][1]  # each fine-tuning waited for its checkpoint
+    assert t["ft0"][0] < t["pt1"][1] and t["ft1"][0] < t["pt1"][1]  # ... and the later ones did not wait for pt1
+    assert t["other"][0] >= max(t[n][1] for n in ("pt0", "pt1", "ft1w", "ft0", "ft1"))  # anything else runs alone
+    assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "ft1w/end", "other/end", "pt0/end", "pt1/end"]
 
     slow = [job("finetune", f"slow{i}", 60) for i in range(2)]
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": slow}))
