@@ -126,8 +126,18 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
     for job in jobs:
         job["cmd"] = _portable(job["cmd"])
     jobs = order_jobs(jobs)
-    write_json({"scale": scale, "targets": targets, "jobs": jobs}, out)
+    write_json({"scale": scale, "targets": targets, "commit": source_commit(), "jobs": jobs}, out)
     return jobs
+
+
+def source_commit() -> str:
+    """The commit the jobs run, for their metrics: a GPU host's copy of .git need not be this tree's (one
+    recorded the session's first commit), so the export writes it and ``handoff-run`` passes it as
+    $SIP_COMMIT; ``-dirty`` when tracked files differ from it (the host runs the working tree)."""
+    from sip_core.train.runtime import git_commit
+    commit = git_commit()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return f"{commit}-dirty" if status.returncode == 0 and status.stdout.strip() else commit
 
 
 def host_data_jobs(gpu_jobs: list[dict], config: list[str]) -> list[dict]:
@@ -238,7 +248,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         resumed = _finished_tasks(job) if job["rule"] == "finetune" else 0
         note = f" (resuming after {resumed} finished task{'s' if resumed > 1 else ''})" if resumed else ""
         print(f"[handoff] {job['rule']} -> {job['output'][0]}{note}", flush=True)
-        proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // parallel) if concurrent else None)
+        proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // parallel) if concurrent else None,
+                      commit=spec.get("commit"))
         if concurrent:
             running.append((job, proc))
             continue
@@ -352,11 +363,14 @@ def _remove_outputs(job: dict) -> None:
         Path(p).unlink(missing_ok=True)
 
 
-def _start(cmd: str, threads: int | None = None) -> subprocess.Popen:
-    """A job's shell command in its own process group; ``threads``: its CPU threads ($SIP_THREADS)."""
+def _start(cmd: str, threads: int | None = None, commit: str | None = None) -> subprocess.Popen:
+    """A job's shell command in its own process group; ``threads``: its CPU threads ($SIP_THREADS);
+    ``commit``: the exported tree's, recorded in its metrics ($SIP_COMMIT, see source_commit)."""
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     if threads is not None:
         env.setdefault("SIP_THREADS", str(threads))
+    if commit:
+        env["SIP_COMMIT"] = commit
     return subprocess.Popen(cmd, shell=True, start_new_session=True, env=env)
 
 

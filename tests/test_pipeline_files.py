@@ -323,6 +323,23 @@ def test_a_fine_tuning_whose_pretraining_stopped_at_the_budget_waits_for_the_nex
     assert _archive_names(tmp_path / "out") == ["free/done"]
 
 
+def test_handoff_jobs_record_the_exported_commit_not_the_hosts_copy_of_git(tmp_path, monkeypatch):
+    """A GPU host's .git recorded the session's first commit once: the jobs get the commit written at export
+    ($SIP_COMMIT), which the runs' metrics record (runtime.git_commit)."""
+    import json
+    import sys
+    monkeypatch.chdir(tmp_path)
+    script = "import os, pathlib; pathlib.Path(\"c\").mkdir(exist_ok=True); pathlib.Path(\"c/commit\").write_text(os.environ.get(\"SIP_COMMIT\", \"\"))"
+    job = {"rule": "finetune", "output": ["c/commit"], "input": [], "wildcards": {"model": "base"},
+           "cmd": f"{sys.executable} -c '{script}'"}
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "commit": "abc123-dirty", "jobs": [job]}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1)["done"] == 1
+    assert Path("c/commit").read_text() == "abc123-dirty"
+    monkeypatch.setenv("SIP_COMMIT", "abc123-dirty")
+    from sip_core.train.runtime import git_commit
+    assert git_commit() == "abc123-dirty"
+
+
 def test_export_copies_a_released_model_on_the_host_instead_of_carrying_it(tmp_path, monkeypatch):
     """A checkpoint the scale takes from models/ (rule use_release) becomes a host job with the sha256 of the
     copy made here; on the host, a copy with other bytes stops the run before a GPU job reads it."""

@@ -9,11 +9,11 @@ from sip_core.report import tables
 from sip_core.report.runs import load_runs, task_setting
 
 
-def write_run(root, model, setting, task_id, acc, ed, per=0.0, seed=1, device="cpu"):
+def write_run(root, model, setting, task_id, acc, ed, per=0.0, seed=1, device="cpu", **extra):
     path = root / model / setting / task_id / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"task_id": task_id, "seed": seed, "device": device, "wall_s": 2.0,
-                                "params_hash": "abc", "reported": {"acc": acc, "ed": ed, "per": per}}))
+                                "params_hash": "abc", "reported": {"acc": acc, "ed": ed, "per": per}, **extra}))
 
 
 def test_task_setting_splits_the_index():
@@ -79,6 +79,17 @@ def test_markdown_shows_ours_beside_the_paper_and_writes_atomically(tmp_path):
     csv = pd.read_csv(tmp_path / "out" / "table1.csv")
     assert list(csv.columns) == ["model", "setting", "metric", "value", "n"]
     assert not list((tmp_path / "out").glob(".*tmp"))
+
+
+def test_meta_counts_the_runs_commits_and_determinism_modes(tmp_path):
+    """A table's meta.json says which code and which numerics its runs came from: runs before `--determinism`
+    (no key) count as unrecorded, commits as git prints them short."""
+    write_run(tmp_path, "sip-d4", "iteration-s4", "iteration-s4-0", 90.0, 0.1, commit="d81127dbe456", determinism="strict")
+    write_run(tmp_path, "sip-d4", "iteration-s4", "iteration-s4-1", 80.0, 0.2, commit="d81127dbe456", determinism="strict")
+    write_run(tmp_path, "base", "iteration-s4", "iteration-s4-0", 0.0, 20.0, commit="0280130aaaa")
+    meta = tables.build_meta(load_runs(tmp_path), "gpu", "hash", "scratch")
+    assert meta["run_commits"] == {"0280130": 1, "d81127d": 2}
+    assert meta["run_determinism"] == {"strict": 2, "unrecorded": 1}
 
 
 def test_no_runs_is_a_clear_error(tmp_path):

@@ -45,8 +45,10 @@ def load_runs(root: str | Path, models: list[str] | None = None, settings: list[
             "model": model, "setting": setting, "task_id": run["task_id"], "task_index": index,
             "seed": run.get("seed"), "device": run.get("device", "unknown"), "steps": run.get("steps"),
             "wall_s": run.get("wall_s", run.get("wall_seconds")), "params_hash": run.get("params_hash"), "commit": run.get("commit"),
+            # runs written before `--determinism` record none; they ran with nondeterministic kernels
+            "determinism": run.get("determinism", "unrecorded"),
             "n_test": run.get("n_test"), **{m: reported.get(m) for m in METRICS},
         })
     columns = ["model", "setting", "task_id", "task_index", "seed", "device", "steps", "wall_s",
-               "params_hash", "commit", "n_test", *METRICS]
+               "params_hash", "commit", "determinism", "n_test", *METRICS]
     return pd.DataFrame(rows, columns=columns)

@@ -211,8 +211,16 @@ def build_meta(runs: pd.DataFrame, scale: str, params_hash: str, base_init: str)
     devices = sorted(set(runs["device"].dropna().astype(str))) if len(runs) else []
     hashes = sorted(set(runs["params_hash"].dropna().astype(str))) if len(runs) else []
     wall = runs["wall_s"].dropna().sum() if len(runs) else 0.0
+
+    def counts(column):  # how many runs have each value (commits shortened as git prints them)
+        if not len(runs) or column not in runs:
+            return {}
+        values = runs[column].fillna("unrecorded").astype(str)
+        return {k: int(v) for k, v in sorted((values.str[:7] if column == "commit" else values).value_counts().items())}
+
     return {"commit": git_commit(), "scale": scale, "params_hash": params_hash, "run_params_hashes": hashes,
-            "base_init": base_init, "devices": devices, "runs": int(len(runs)), "wall_s": round(float(wall), 1)}
+            "base_init": base_init, "devices": devices, "runs": int(len(runs)), "wall_s": round(float(wall), 1),
+            "run_commits": counts("commit"), "run_determinism": counts("determinism")}
 
 
 def write_table(table: pd.DataFrame, out_csv: str | Path, name: str, title: str, meta: dict,
