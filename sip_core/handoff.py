@@ -227,7 +227,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     pending = [job for job in spec["jobs"] if _needs_run(job)]
     while pending:
         # the first job that reads nothing still to be made; with none, wait for a running one to end
-        ready = [j for j in pending if not any(u in pending or u in [r for r, _ in running] for u in upstream(j))]
+        unmade = pending + [r for r, _ in running]
+        ready = [j for j in pending if not any(u in unmade for u in upstream(j))]
         if not ready:  # (a cycle cannot occur: the jobs come from Snakemake's DAG)
             if not running or not _settle(running, len(running) - 1, deadline, done, failed):
                 break
@@ -289,14 +290,11 @@ def _staged_tasks(out: Path) -> list[Path]:
     return [m.parent for m in sorted(staging_path(out).glob("*/metrics.json"))]
 
 
-def _settle(running: list, limit: int, deadline: float, done: list, failed: list, waits_for: list = ()) -> bool:
-    """Wait until at most ``limit`` concurrent jobs still run and none of ``waits_for`` does, sorting the
-    finished ones into done / failed (a pre-training stopped by its time limit is neither: it resumes).
+def _settle(running: list, limit: int, deadline: float, done: list, failed: list) -> bool:
+    """Wait until at most ``limit`` concurrent jobs still run, sorting the finished ones into done / failed
+    (a pre-training stopped by its time limit is neither: it resumes).
     At the budget's end stop the rest (they resume in the next call) and return False."""
-    def busy():
-        return len(running) > limit or any(job in waits_for for job, _ in running)
-
-    while busy():
+    while len(running) > limit:
         for job, proc in list(running):
             if (returncode := proc.poll()) is not None:
                 running.remove((job, proc))
@@ -305,7 +303,7 @@ def _settle(running: list, limit: int, deadline: float, done: list, failed: list
                           flush=True)
                     continue
                 (done if returncode == 0 and _done(job) else failed).append(job)
-        if busy() and time.monotonic() >= deadline - PACK_SECONDS:
+        if len(running) > limit and time.monotonic() >= deadline - PACK_SECONDS:
             for job, proc in running:
                 _stop(proc)
                 print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
