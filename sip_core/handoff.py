@@ -64,6 +64,8 @@ RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included)
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
 PRETRAIN_MARGIN = 90  # seconds a time-limited pre-training keeps for its checkpoint, evaluation and save
 SAFETY_CHECKPOINT_MIN = 3  # ... and its checkpoints meanwhile (the gpu shape's resume state: ~2 s to write)
+# a fine-tuning cut off at a call's end loses half of this on average, times the tasks running side by side
+FINETUNE_CHECKPOINT_MIN = 1
 
 
 def parse_dry_run(text: str) -> list[dict]:
@@ -212,8 +214,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
     ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once (one small model leaves
     most of a GPU idle), each as soon as what it reads is made: a job waiting for a checkpoint lets later
-    ready jobs go first, and is skipped if that checkpoint did not finish. Every other job (host data) runs
-    alone.
+    ready jobs go first, and is skipped if that checkpoint did not finish. A free slot goes to the first ready
+    job in the jobs file, so its order is the priority. Every other job (host data) runs alone.
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
@@ -235,10 +237,14 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
                 break
             continue
         job = ready[0]
-        pending.remove(job)
         concurrent = parallel > 1 and job["rule"] in PARALLEL_RULES
-        if not _settle(running, parallel - 1 if concurrent else 0, deadline, done, failed):
-            break
+        if len(running) > (limit := parallel - 1 if concurrent else 0):
+            # choose only once a slot is free: a checkpoint made meanwhile readies its fine-tunings, and the
+            # jobs file's order, not the moment, decides which job the slot gets
+            if not _settle(running, limit, deadline, done, failed):
+                break
+            continue
+        pending.remove(job)
         if unfinished := [u["output"][0] for u in upstream(job) if not _done(u)]:
             print(f"[handoff] skipped {job['output'][0]}: {', '.join(unfinished)} not finished", flush=True)
             continue
@@ -330,7 +336,7 @@ def _command(job: dict, remaining: float) -> str | None:
         if remaining < 30:
             return None
         if job["rule"] == "finetune" and "--checkpoint-minutes" not in job["cmd"]:  # a task cut off resumes
-            return _with_flags(job["cmd"], f"--checkpoint-minutes {SAFETY_CHECKPOINT_MIN}")
+            return _with_flags(job["cmd"], f"--checkpoint-minutes {FINETUNE_CHECKPOINT_MIN}")
         return job["cmd"]
     if remaining < PRETRAIN_MARGIN + 30:
         return None

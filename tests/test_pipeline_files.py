@@ -406,7 +406,7 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
             job("prefix_table", "other", 0.1, reads=["ft1w/end"])]
     logged = {**jobs[2], "cmd": "python -m sip_core.cli finetune --out run > logs/ft.log 2>&1"}
     assert handoff._command(logged, remaining=100) == (  # a task cut off by the budget resumes from its checkpoint
-        f"python -m sip_core.cli finetune --out run --checkpoint-minutes {handoff.SAFETY_CHECKPOINT_MIN} > logs/ft.log 2>&1")
+        f"python -m sip_core.cli finetune --out run --checkpoint-minutes {handoff.FINETUNE_CHECKPOINT_MIN} > logs/ft.log 2>&1")
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
     assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=4) == {"done": 6, "failed": 0, "pending": 0}
     t = {n: (float(Path(n, "start").read_text()), float(Path(n, "end").read_text()))
@@ -416,6 +416,13 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
     assert t["ft0"][0] < t["pt1"][1] and t["ft1"][0] < t["pt1"][1]  # ... and the later ones did not wait for pt1
     assert t["other"][0] >= max(t[n][1] for n in ("pt0", "pt1", "ft1w", "ft0", "ft1"))  # anything else runs alone
     assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "ft1w/end", "other/end", "pt0/end", "pt1/end"]
+
+    # a slot freed by a pre-training goes to its fine-tuning, listed first, not to a later job chosen meanwhile
+    jobs = [job("pretrain", "pt", 1.0), job("finetune", "ftpt", 0.1, reads=["pt/end"]),
+            job("finetune", "busy", 2.0), job("finetune", "later", 0.1)]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out1", budget_min=1, parallel=2) == {"done": 4, "failed": 0, "pending": 0}
+    assert float(Path("ftpt/start").read_text()) < float(Path("later/start").read_text())
 
     slow = [job("finetune", f"slow{i}", 60) for i in range(2)]
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": slow}))
