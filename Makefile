@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 # Unit and property tests, then the ci scale end to end compared with results/ci/ (tests/test_ci_regression.py).
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
