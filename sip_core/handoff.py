@@ -94,19 +94,26 @@ def _portable(cmd: str) -> str:
     return re.sub(r"^\S*python3? -m sip_core\.cli", "python3 -m sip_core.cli", cmd)
 
 
-def order_jobs(jobs: list[dict]) -> list[dict]:
-    """Dependency order without Snakemake: base, then pre-training parents before children, then fine-tuning."""
+def order_jobs(jobs: list[dict], targets: list[str] = ()) -> list[dict]:
+    """Dependency order without Snakemake: base, then pre-training parents before children, then fine-tuning;
+    within a rule, the jobs of the first target given first (``handoff-run`` gives a free slot to the first
+    ready job, so the targets' order is the priority), then by output."""
     from sip_core import pipeline
 
     def depth(model: str) -> int:
         parent = pipeline.MODELS[model].parent
         return 0 if parent is None else 1 + depth(parent)
 
+    def rank(job) -> int:
+        return next((i for i, t in enumerate(targets) for out in job["output"]
+                     if out == t or out.startswith(t.rstrip("/") + "/")), len(targets))
+
     def key(job):
         if job["rule"] == HOST_RULE:
-            return (-1, 0, job["output"])
+            return (-1, 0, 0, job["output"])
         model = job["wildcards"].get("model", "base")
-        return (GPU_RULES.index(job["rule"]), depth(model) if job["rule"] == "pretrain" else 0, job["output"])
+        return (GPU_RULES.index(job["rule"]), depth(model) if job["rule"] == "pretrain" else 0, rank(job),
+                job["output"])
 
     return sorted(jobs, key=key)
 
@@ -128,7 +135,7 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
     jobs += host_data_jobs(jobs, config) + host_release_jobs(jobs, config)
     for job in jobs:
         job["cmd"] = _portable(job["cmd"])
-    jobs = order_jobs(jobs)
+    jobs = order_jobs(jobs, targets)
     write_json({"scale": scale, "targets": targets, "commit": source_commit(), "jobs": jobs}, out)
     return jobs
 

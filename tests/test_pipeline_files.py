@@ -59,6 +59,19 @@ def test_handoff_orders_parents_before_children_and_fine_tuning_last():
     assert jobs[3]["output"] == ["data/gpu/probe/probe.safetensors", "data/gpu/probe/probing.json"]
 
 
+def test_handoff_orders_the_jobs_of_one_rule_by_the_targets_given():
+    """The targets' order is the priority (a free slot goes to the first ready job); others come last."""
+    def finetune(model):
+        return {"rule": "finetune", "output": [f"data/gpu/runs/{model}/uc-s4"], "wildcards": {"model": model}}
+
+    def outputs(ordered):
+        return [j["output"][0].split("/")[3] for j in ordered]
+
+    jobs = [finetune(m) for m in ("base", "sip-d4", "te")]
+    assert outputs(handoff.order_jobs(jobs)) == ["base", "sip-d4", "te"]
+    assert outputs(handoff.order_jobs(jobs, ["data/gpu/runs/te/uc-s4", "data/gpu/runs/sip-d4"])) == ["te", "sip-d4", "base"]
+
+
 def _archive_names(out_dir: Path) -> list[str]:
     parts = sorted(out_dir.glob(f"{handoff.ARCHIVE}.*"))
     return sorted(tarfile.open(handoff._joined(parts, out_dir)).getnames())
