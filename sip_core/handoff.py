@@ -59,6 +59,7 @@ PART_BYTES = 15 * 2**20
 # What one device call brings back: 8 files and 64 MiB in all (a log beside the archive); two gpu-shape models do
 # not fit. Within this budget the archive has at most 5 parts.
 BACK_BYTES = 60 * 2**20
+TRAVEL_BYTES = 64 * 2**20  # what one device call carries: the tracked tree and the carried paths together
 ARCHIVE = "handoff.tar"
 RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included): stays on the host
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
@@ -136,8 +137,30 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
     for job in jobs:
         job["cmd"] = _portable(job["cmd"])
     jobs = order_jobs(jobs, targets)
-    write_json({"scale": scale, "targets": targets, "commit": source_commit(), "jobs": jobs}, out)
+    write_json({"scale": scale, "targets": targets, "commit": source_commit(), "carry": carry_paths(jobs),
+                "jobs": jobs}, out)
     return jobs
+
+
+def carry_paths(jobs: list[dict]) -> list[str]:
+    """The folders the host needs besides the tracked tree: those of the jobs' inputs that no job makes there
+    and git does not hold (evaluation sets, small pools, a checkpoint pre-trained in an earlier session)."""
+    made = {p for job in jobs for p in job["output"]}
+    tracked = set(_git_files())
+    return sorted({str(Path(p).parent) for job in jobs for p in job.get("input") or []
+                   if p not in made and p not in tracked})
+
+
+def travel_bytes(carry: list[str]) -> tuple[int, int]:
+    """(tracked tree, carried paths) in bytes: what a device call would take along."""
+    from sip_core.data.digest import tree_bytes
+    tracked = sum(Path(f).stat().st_size for f in _git_files() if Path(f).is_file())
+    return tracked, sum(tree_bytes(p) for p in carry if Path(p).exists())
+
+
+def _git_files() -> list[str]:
+    listed = subprocess.run(["git", "ls-files", "-z"], capture_output=True, text=True)
+    return [f for f in listed.stdout.split("\0") if f] if listed.returncode == 0 else []
 
 
 def source_commit() -> str:
@@ -581,4 +604,11 @@ def _print_export(jobs: list[dict], out: Path) -> int:
           f" -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9")
     for job in jobs:
         print("  " + shlex.split(job["cmd"])[3] + " -> " + job["output"][0])
+    carry = [str(out.parent)] + json.loads(out.read_text())["carry"]
+    tracked, carried = travel_bytes(carry)
+    print(f"carry: {' '.join(carry)} ({carried / 2**20:.1f} MiB; with the tracked tree's {tracked / 2**20:.1f} MiB, "
+          f"{(tracked + carried) / 2**20:.1f} of the {TRAVEL_BYTES / 2**20:.0f} MiB a device call takes)")
+    if tracked + carried > TRAVEL_BYTES:
+        print(f"warning: over what a device call takes; export fewer targets, or leave out of git's index what "
+              f"no job reads (docs/EXPERIMENTS.md, session 18)", file=sys.stderr)
     return 0

@@ -72,6 +72,19 @@ def test_handoff_orders_the_jobs_of_one_rule_by_the_targets_given():
     assert outputs(handoff.order_jobs(jobs, ["data/gpu/runs/te/uc-s4", "data/gpu/runs/sip-d4"])) == ["te", "sip-d4", "base"]
 
 
+def test_handoff_carries_what_the_jobs_read_that_neither_git_nor_a_job_provides(monkeypatch):
+    """A checkpoint pre-trained earlier and the evaluation sets must be carried; the release travels in git and
+    the checkpoint copied from it is made on the host."""
+    monkeypatch.chdir(ROOT)
+    jobs = [{"rule": "host_data", "output": ["data/gpu/checkpoints/sip-d4/model.safetensors"],
+             "input": ["models/sip-d4/model.safetensors"]},
+            {"rule": "finetune", "output": ["data/gpu/runs/te/uc-s4"],
+             "input": ["data/gpu/eval/uc-s4/examples.parquet", "data/gpu/checkpoints/te/model.safetensors"]},
+            {"rule": "finetune", "output": ["data/gpu/runs/sip-d4/uc-s4"],
+             "input": ["data/gpu/eval/uc-s4/examples.parquet", "data/gpu/checkpoints/sip-d4/model.safetensors"]}]
+    assert handoff.carry_paths(jobs) == ["data/gpu/checkpoints/te", "data/gpu/eval/uc-s4"]
+
+
 def _archive_names(out_dir: Path) -> list[str]:
     parts = sorted(out_dir.glob(f"{handoff.ARCHIVE}.*"))
     return sorted(tarfile.open(handoff._joined(parts, out_dir)).getnames())
