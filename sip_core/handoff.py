@@ -269,15 +269,13 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             continue
         job = ready[0]
         concurrent = parallel > 1 and job["rule"] in PARALLEL_RULES
-        if job["rule"] != "pretrain" and any(r["rule"] == "pretrain" for r, _ in running):
-            # the card is time-sliced by process: a pre-training (which fills it alone and gates its
-            # fine-tunings) ran at 1.1 instead of 8.5 steps/s beside ten fine-tunings (session 18)
-            if not _settle(running, len(running) - 1, deadline, done, failed):
-                break
-            continue
-        if len(running) > (limit := parallel - 1 if concurrent else 0):
-            # choose only once a slot is free: a checkpoint made meanwhile readies its fine-tunings, and the
-            # jobs file's order, not the moment, decides which job the slot gets
+        # the card is time-sliced by process: a pre-training, which fills it alone and gates its fine-tunings,
+        # ran at 1.1 instead of 8.5 steps/s beside ten fine-tunings (session 18), so nothing else joins one
+        beside_pretraining = job["rule"] != "pretrain" and any(r["rule"] == "pretrain" for r, _ in running)
+        limit = len(running) - 1 if beside_pretraining else parallel - 1 if concurrent else 0
+        if len(running) > limit:
+            # wait for a job to end, then choose again: a checkpoint made meanwhile readies its fine-tunings,
+            # and the jobs file's order, not the moment, decides which job the free slot gets
             if not _settle(running, limit, deadline, done, failed):
                 break
             continue
