@@ -244,7 +244,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
     ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once (one small model leaves
     most of a GPU idle), each as soon as what it reads is made: a job waiting for a checkpoint lets later
-    ready jobs go first, and is skipped if that checkpoint did not finish. Pre-trainings run side by side
+    ready jobs go first, and is skipped if that checkpoint did not finish (or, made by no job, is not on the
+    host: a later call may carry it). Pre-trainings run side by side
     only with each other: other jobs start once none runs. A free slot goes to the first ready
     job in the jobs file, so its order is the priority. Every other job (host data) runs alone.
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
@@ -282,6 +283,10 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         pending.remove(job)
         if unfinished := [u["output"][0] for u in upstream(job) if not _done(u)]:
             print(f"[handoff] skipped {job['output'][0]}: {', '.join(unfinished)} not finished", flush=True)
+            continue
+        if absent := [p for p in job.get("input") or [] if p not in producer and not Path(p).exists()]:
+            # carried by another call (one 36 MB checkpoint fits a call): the job waits for it
+            print(f"[handoff] skipped {job['output'][0]}: {', '.join(absent)} not on this host (carry it)", flush=True)
             continue
         cmd = _command(job, remaining=deadline - time.monotonic())
         if cmd is None:  # too little budget left to start it

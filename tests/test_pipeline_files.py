@@ -449,6 +449,13 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
     assert handoff.run(Path("jobs.json"), tmp_path / "out1", budget_min=1, parallel=2) == {"done": 4, "failed": 0, "pending": 0}
     assert float(Path("child/start").read_text()) < float(Path("later/start").read_text())
 
+    # a job whose input is neither on this host nor made by a job waits for a call that carries it
+    jobs = [job("finetune", "uncarried", 0.1, reads=["data/gpu/checkpoints/te/model.safetensors"]),
+            job("finetune", "carried", 0.1, reads=["pa/end"])]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=1, parallel=2) == {"done": 1, "failed": 0, "pending": 1}
+    assert Path("carried/end").exists() and not Path("uncarried").exists()
+
     slow = [job("finetune", f"slow{i}", 60) for i in range(2)]
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": slow}))
     monkeypatch.setattr(handoff, "PACK_SECONDS", 0)
