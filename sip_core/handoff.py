@@ -245,9 +245,9 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once (one small model leaves
     most of a GPU idle), each as soon as what it reads is made: a job waiting for a checkpoint lets later
     ready jobs go first, and is skipped if that checkpoint did not finish (or, made by no job, is not on the
-    host: a later call may carry it). Pre-trainings run side by side
-    only with each other: other jobs start once none runs. A free slot goes to the first ready
-    job in the jobs file, so its order is the priority. Every other job (host data) runs alone.
+    host: a later call may carry it). Pre-trainings run side by side only with each other: other jobs start
+    once none runs. A free slot goes to the first ready job in the jobs file, so its order is the priority.
+    Every other job (host data) runs alone.
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
@@ -612,6 +612,6 @@ def _print_export(jobs: list[dict], out: Path) -> int:
     print(f"carry: {' '.join(carry)} ({carried / 2**20:.1f} MiB; with the tracked tree's {tracked / 2**20:.1f} MiB, "
           f"{(tracked + carried) / 2**20:.1f} of the {TRAVEL_BYTES / 2**20:.0f} MiB a device call takes)")
     if tracked + carried > TRAVEL_BYTES:
-        print(f"warning: over what a device call takes; export fewer targets, or leave out of git's index what "
-              f"no job reads (docs/EXPERIMENTS.md, session 18)", file=sys.stderr)
+        print("warning: over what a device call takes; export fewer targets, or leave out of git's index what "
+              "no job reads (docs/EXPERIMENTS.md, session 18)", file=sys.stderr)
     return 0
