@@ -240,14 +240,15 @@ def _pretrain_status(job: dict) -> str | None:
     return json.loads(metrics.read_text()).get("status") if metrics.exists() else "absent"
 
 
-def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, allow_rerun: bool = False) -> dict:
+def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, allow_rerun: bool = False,
+        gpus: int = 1) -> dict:
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
-    ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once (one small model leaves
-    most of a GPU idle), each as soon as what it reads is made: a job waiting for a checkpoint lets later
-    ready jobs go first, and is skipped if that checkpoint did not finish (or, made by no job, is not on the
-    host: a later call may carry it). Pre-trainings run side by side only with each other: other jobs start
-    once none runs. A free slot goes to the first ready job in the jobs file, so its order is the priority.
-    Every other job (host data) runs alone.
+    ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once on each of ``gpus`` GPUs
+    (one small model leaves most of a GPU idle), each as soon as what it reads is made: a job waiting for a
+    checkpoint lets later ready jobs go first, and is skipped if that checkpoint did not finish (or, made by
+    no job, is not on the host: a later call may carry it). A GPU runs pre-trainings side by side only with
+    each other (see _gpu_for). A free slot goes to the first ready job in the jobs file, so its order is the
+    priority. Every other job (host data) runs alone, with every GPU.
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
@@ -259,6 +260,10 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         return [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
 
     done, failed, running = [], [], []
+    gpu_of = {}  # a concurrent job's process id -> its GPU (0..gpus-1)
+    devices = (visible_gpus() or [str(g) for g in range(gpus)]) if gpus > 1 else []
+    if gpus > 1 and gpus > len(devices):
+        raise SipError(f"--gpus {gpus}: this host shows {len(devices)} GPUs")
     pending = [job for job in spec["jobs"] if _needs_run(job)]
     while pending:
         # the first job that reads nothing still to be made; with none, wait for a running one to end
@@ -269,15 +274,12 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
                 break
             continue
         job = ready[0]
-        concurrent = parallel > 1 and job["rule"] in PARALLEL_RULES
-        # the card is time-sliced by process: a pre-training, which fills it alone and gates its fine-tunings,
-        # ran at 1.1 instead of 8.5 steps/s beside ten fine-tunings (session 18), so nothing else joins one
-        beside_pretraining = job["rule"] != "pretrain" and any(r["rule"] == "pretrain" for r, _ in running)
-        limit = len(running) - 1 if beside_pretraining else parallel - 1 if concurrent else 0
-        if len(running) > limit:
+        concurrent = (parallel > 1 or gpus > 1) and job["rule"] in PARALLEL_RULES
+        gpu = _gpu_for(job, running, gpu_of, gpus, parallel) if concurrent else None
+        if running and gpu is None:
             # wait for a job to end, then choose again: a checkpoint made meanwhile readies its fine-tunings,
             # and the jobs file's order, not the moment, decides which job the free slot gets
-            if not _settle(running, limit, deadline, done, failed):
+            if not _settle(running, len(running) - 1 if concurrent else 0, deadline, done, failed):
                 break
             continue
         pending.remove(job)
@@ -296,10 +298,11 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         resumed = _finished_tasks(job) if job["rule"] == "finetune" else 0
         note = f" (resuming after {resumed} finished task{'s' if resumed > 1 else ''})" if resumed else ""
         print(f"[handoff] {job['rule']} -> {job['output'][0]}{note}", flush=True)
-        proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // parallel) if concurrent else None,
-                      commit=spec.get("commit"))
+        proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // (parallel * gpus)) if concurrent else None,
+                      commit=spec.get("commit"), gpu=devices[gpu] if concurrent and gpus > 1 else None)
         if concurrent:
             running.append((job, proc))
+            gpu_of[proc.pid] = gpu
             continue
         returncode = _wait(proc, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
@@ -320,6 +323,32 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
     print(f"[handoff] {summary}")
     return summary
+
+
+def _gpu_for(job: dict, running: list, gpu_of: dict, gpus: int, parallel: int) -> int | None:
+    """The least busy GPU that can take ``job`` now, or None. A GPU holds at most ``parallel`` jobs, and
+    pre-trainings share one only with each other: the card is time-sliced by process, so a pre-training (which
+    fills it alone and gates its fine-tunings) ran at 1.1 instead of 8.5 steps/s beside ten fine-tunings
+    (session 18)."""
+    rules = {g: [] for g in range(gpus)}
+    for r, proc in running:
+        rules[gpu_of[proc.pid]].append(r["rule"])
+    pretraining = job["rule"] == "pretrain"
+    for g in sorted(rules, key=lambda g: len(rules[g])):
+        if len(rules[g]) < parallel and all((rule == "pretrain") == pretraining for rule in rules[g]):
+            return g
+    return None
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use ($CUDA_VISIBLE_DEVICES, else those `nvidia-smi -L` lists; none without)."""
+    if (env := os.environ.get("CUDA_VISIBLE_DEVICES")) is not None:
+        return [d.strip() for d in env.split(",") if d.strip()]
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, _ in enumerate(line for line in listed.splitlines() if line.startswith("GPU "))]
 
 
 def _progress(jobs: list[dict]) -> dict[str, int]:
@@ -408,10 +437,13 @@ def _remove_outputs(job: dict) -> None:
         Path(p).unlink(missing_ok=True)
 
 
-def _start(cmd: str, threads: int | None = None, commit: str | None = None) -> subprocess.Popen:
+def _start(cmd: str, threads: int | None = None, commit: str | None = None, gpu: str | None = None) -> subprocess.Popen:
     """A job's shell command in its own process group; ``threads``: its CPU threads ($SIP_THREADS);
-    ``commit``: the exported tree's, recorded in its metrics ($SIP_COMMIT, see source_commit)."""
+    ``commit``: the exported tree's, recorded in its metrics ($SIP_COMMIT, see source_commit); ``gpu``: the
+    one GPU it sees ($CUDA_VISIBLE_DEVICES)."""
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     if threads is not None:
         env.setdefault("SIP_THREADS", str(threads))
     if commit:
@@ -578,7 +610,9 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "handoff/out")))
     run_p.add_argument("--budget-min", type=float, default=9.0)
     run_p.add_argument("--parallel", type=int, default=1,
-                       help="fine-tuning jobs at once on the GPU (default 1; 5-10 fill an H100 at the gpu shape)")
+                       help="fine-tuning jobs at once on each GPU (default 1; 5-10 fill an H100 at the gpu shape)")
+    run_p.add_argument("--gpus", type=int, default=None, metavar="N",
+                       help="spread the jobs over N GPUs, --parallel on each (default: every GPU the host shows)")
     run_p.add_argument("--task-workers", type=int, default=None, metavar="N",
                        help="each fine-tuning job runs N of its tasks at once, one process each ($SIP_TASK_WORKERS "
                             "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
@@ -594,11 +628,12 @@ def register(commands, data_commands) -> None:
 
 
 def _handoff_run(a) -> int:
-    if a.parallel < 1 or (a.task_workers is not None and a.task_workers < 1):
-        raise SipError("--parallel and --task-workers must be at least 1")
+    if a.parallel < 1 or any(n is not None and n < 1 for n in (a.task_workers, a.gpus)):
+        raise SipError("--parallel, --gpus and --task-workers must be at least 1")
     if a.task_workers is not None:
         os.environ["SIP_TASK_WORKERS"] = str(a.task_workers)  # the jobs' environment (_start copies it)
-    return 0 if run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun)["failed"] == 0 else 1
+    gpus = a.gpus or max(1, len(visible_gpus()))
+    return 0 if run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun, gpus)["failed"] == 0 else 1
 
 
 def _print_export(jobs: list[dict], out: Path) -> int:

@@ -456,6 +456,28 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
     assert handoff.run(Path("jobs.json"), tmp_path / "out3", budget_min=1, parallel=2) == {"done": 1, "failed": 0, "pending": 1}
     assert Path("carried/end").exists() and not Path("uncarried").exists()
 
+    # --gpus 2: a pre-training keeps its GPU to itself while the fine-tunings fill the other, each job seeing one
+    # GPU; with two fine-tunings per GPU the third waits for a slot
+    def gpu_job(rule, name, seconds, reads=()):
+        spec = job(rule, name, seconds, reads)
+        spec["cmd"] = spec["cmd"].replace("p.mkdir(exist_ok=True); ", "p.mkdir(exist_ok=True); "
+                                          "(p / \"gpu\").write_text(__import__(\"os\").environ[\"CUDA_VISIBLE_DEVICES\"]); ")
+        return spec
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    jobs = [gpu_job("pretrain", "g_pt", 3.0), gpu_job("finetune", "g_ft0", 0.6), gpu_job("finetune", "g_ft1", 0.6),
+            gpu_job("finetune", "g_ft2", 0.6), gpu_job("finetune", "g_after", 0.1, reads=["g_pt/end"])]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out4", budget_min=1, parallel=2, gpus=2) == {
+        "done": 5, "failed": 0, "pending": 0}
+    g = {n: (Path(n, "gpu").read_text(), float(Path(n, "start").read_text()), float(Path(n, "end").read_text()))
+         for n in ("g_pt", "g_ft0", "g_ft1", "g_ft2", "g_after")}
+    assert {g[n][0] for n in ("g_ft0", "g_ft1", "g_ft2")} == {"5", "7"} - {g["g_pt"][0]}  # not the pre-training's
+    assert g["g_ft0"][1] < g["g_pt"][2] and g["g_ft1"][1] < g["g_pt"][2]  # ... while it runs
+    assert g["g_ft2"][1] >= min(g["g_ft0"][2], g["g_ft1"][2])  # two per GPU: the third waits
+    assert g["g_after"][1] >= g["g_pt"][2]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+
     slow = [job("finetune", f"slow{i}", 60) for i in range(2)]
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": slow}))
     monkeypatch.setattr(handoff, "PACK_SECONDS", 0)

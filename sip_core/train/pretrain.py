@@ -70,6 +70,7 @@ class PretrainOptions:
     max_minutes: float | None = None
     checkpoint_every: int = 0
     checkpoint_minutes: float = 15.0
+    clock_sync_every: int = 8      # DDP: ranks agree on wall-clock decisions every N steps (one all-reduce)
     log_every: int = 50
     device: str = "auto"
     threads: int | None = None
@@ -126,8 +127,8 @@ def _eval_subset(split, n: int, seed: int):
 def run(opts: PretrainOptions) -> dict:
     if opts.variant not in VARIANT_PREFIX:
         raise SipError(f"--variant must be one of {sorted(VARIANT_PREFIX)}, not {opts.variant!r}")
-    if opts.batch_size < 1 or opts.grad_accum < 1:
-        raise SipError("--batch-size and --grad-accum must be positive")
+    if opts.batch_size < 1 or opts.grad_accum < 1 or opts.clock_sync_every < 1:
+        raise SipError("--batch-size, --grad-accum and --clock-sync-every must be positive")
     if opts.state_loss < 0 or opts.curriculum_steps < 0:
         raise SipError("--state-loss and --curriculum-steps must be >= 0")
     if opts.cooldown_minutes and (opts.schedule != "wsd" or not opts.max_minutes or opts.cooldown_steps
@@ -370,13 +371,18 @@ def run(opts: PretrainOptions) -> dict:
             if bar is not None:
                 bar.write(f"step {state['step']}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items() if k != "step"))
             window_start += time.monotonic() - t0  # evaluation time is not training time
-        due = (opts.checkpoint_every and state["step"] % opts.checkpoint_every == 0) or \
-            (opts.checkpoint_minutes and time.monotonic() - last_ckpt >= opts.checkpoint_minutes * 60)
+        clock_due = bool(opts.checkpoint_minutes and time.monotonic() - last_ckpt >= opts.checkpoint_minutes * 60)
         cooling = bool(opts.cooldown_minutes and not state.get("cooldown") and
                        timer.elapsed >= timer.limit - 60.0 * opts.cooldown_minutes)
         expired = timer.expired()
-        if dist.enabled:  # decisions from wall clocks, which differ between ranks, are taken together (one
-            due, cooling, expired = dist.agree(due, cooling, expired)  # all-reduce per step, not two)
+        if dist.enabled:
+            # wall clocks differ between ranks, so their decisions are taken together, in one all-reduce every
+            # clock_sync_every steps: each one is a barrier of the host loops, which keep the GPUs fed
+            if state["step"] % opts.clock_sync_every == 0:
+                clock_due, cooling, expired = dist.agree(clock_due, cooling, expired)
+            else:
+                clock_due = cooling = expired = False
+        due = bool(opts.checkpoint_every and state["step"] % opts.checkpoint_every == 0) or clock_due
         if cooling:
             # Fix the decay in steps from the rate so far (evaluation time included: errs on ending early).
             rate = (state["step"] - loop_start_step) / max(timer.elapsed, 1e-9)
