@@ -3,6 +3,7 @@
 # docs/BENCHMARKS.md). Same command; RUNS lists GPUs:global-batch pairs (1:1024 2:1024 is strong scaling,
 # 1:1024 2:2048 weak scaling: the same per-GPU batch). Run on a 2-GPU host:
 #   STEPS=400 RUNS="1:1024 2:1024 2:2048" bash experiments/ddp_bench.sh   (data/ci/pretrain/d4 carried)
+# EXTRA adds flags to every run (an A/B: EXTRA="--clock-sync-every 1" OUT=/tmp/b bash experiments/ddp_bench.sh).
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
@@ -10,7 +11,7 @@ steps=${STEPS:-400}; out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name --format=csv,noheader || true
 common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4
   --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
-  --eval-every 1000000 --no-progress"
+  --eval-every 1000000 --no-progress ${EXTRA:-}"
 runs=${RUNS:-1:1024 2:1024 2:2048}
 for run in $runs; do
   n=${run%%:*}; batch=${run#*:}
