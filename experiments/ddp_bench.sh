@@ -7,7 +7,7 @@
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
-steps=${STEPS:-400}; out=${OUT:-/tmp}
+steps=${STEPS:-400}; out=${OUT:-/tmp}; mkdir -p "$out"
 nvidia-smi --query-gpu=name --format=csv,noheader || true
 common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4
   --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
