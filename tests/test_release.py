@@ -40,7 +40,7 @@ def _with_release(scale: str, path, shape=None) -> dict:
 
 def test_use_release_copies_a_loadable_checkpoint_and_refuses_a_corrupt_one(released, tmp_path):
     from sip_core.model.loading import load_sip
-    from sip_core.model.release import use_release
+    from sip_core.release import use_release
     copied = use_release(released, tmp_path / "ckpt")
     assert set(copied) == {"config.json", "model.safetensors", "prefix_init.safetensors", "pretrain_metrics.json"}
     assert (tmp_path / "ckpt" / "model.safetensors").read_bytes() == (released / "model.safetensors").read_bytes()
