@@ -3,7 +3,8 @@
 # docs/BENCHMARKS.md). Same command; RUNS lists GPUs:global-batch pairs (1:1024 2:1024 is strong scaling,
 # 1:1024 2:2048 weak scaling: the same per-GPU batch). Run on a 2-GPU host:
 #   STEPS=400 RUNS="1:1024 2:1024 2:2048" bash experiments/ddp_bench.sh   (data/ci/pretrain/d4 carried)
-# EXTRA adds flags to every run (an A/B: EXTRA="--clock-sync-every 1" OUT=/tmp/b bash experiments/ddp_bench.sh).
+# EXTRA adds flags to every run (an A/B: EXTRA="--clock-sync-every 1" OUT=/tmp/b bash experiments/ddp_bench.sh;
+# where the time goes: EXTRA="--profile-steps 150:170" adds each rank's profile-rank<R>.txt to $OUT).
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
@@ -18,6 +19,7 @@ for run in $runs; do
   rm -rf /tmp/ddp-$n-$batch
   python3 -m sip_core.cli pretrain $common --nproc $n --batch-size $batch --out /tmp/ddp-$n-$batch 2>&1 | tail -1
   cp /tmp/ddp-$n-$batch/pretrain_metrics.json "$out/ddp-$n-$batch.json"
+  for f in /tmp/ddp-$n-$batch/profile-rank*.txt; do [[ -f $f ]] && cp "$f" "$out/ddp-$n-$batch-$(basename "$f")"; done
 done
 python3 - "$out" $runs <<'PY'
 import json, sys

@@ -15,6 +15,8 @@
 # resume from their checkpoints (every 2 minutes).
 # Other task files: TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS="g2p-ban-d0 g2p-cop-d0" (SETTINGS and
 # TASKS are then unused).
+# Several GPUs: runs go round-robin over the GPUs the host shows (NGPU to override); PER_GPU=N keeps at most N runs
+# per GPU at once, the rest queued (default: all at once). Two H200s took 10 per GPU in ~420 s each (session 19).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=1
 settings=${SETTINGS:-iteration-s4 uc-s4}; tasks=${TASKS:-2}; epochs=${EPOCHS:-20}
@@ -24,6 +26,12 @@ sip="--model ${SIP_MODEL:-data/gpu/checkpoints/sip-d4} --model-name sip-d4 --pre
 work=/tmp/sweep
 [[ ${RESUME:-0} == 1 ]] || rm -rf $work  # a warm host keeps /tmp: never mix an earlier sweep's runs into this archive
 mkdir -p $work "${OUT:-/tmp}"
+ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}; ((ngpu > 0)) || ngpu=1
+cap=$(( ${PER_GPU:-0} * ngpu )); started=0
+# LIMIT_S: stop unfinished runs after that many seconds (queued ones never start), so that what finished still
+# comes back; the watchdog is detached from stdout: a pipe reader must not wait for its sleep
+deadline=$((SECONDS + ${LIMIT_S:-999999}))
+w=0; if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; pkill -P $$ -f "sip_core.cli finetune") >/dev/null 2>&1 & watchdog=$!; w=1; fi
 pids=()
 for variant in "$@"; do
   name=${variant%%|*}; rest=${variant#*|}; extra=${rest%%|*}; envs=""; [[ $rest == *"|"* ]] && envs=${rest#*|}
@@ -37,14 +45,15 @@ for variant in "$@"; do
   for job in "${todo[@]}"; do
     file=${job%%|*}; id=${job#*|}; run=$name--$id
     [[ -f $work/$run/metrics.json ]] && continue  # finished in an earlier call
-    env $envs python3 -m sip_core.cli finetune $model $common $extra --tasks $file --task-id $id --out $work/$run \
-      > $work/$run.log 2>&1 &
+    while ((cap > 0 && $(jobs -rp | wc -l) >= cap + w)); do wait -n; done  # a slot frees when a run ends
+    ((SECONDS < deadline)) || continue
+    gpu=$((started % ngpu)); started=$((started + 1))
+    env CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$gpu} $envs python3 -m sip_core.cli finetune $model $common $extra \
+      --tasks $file --task-id $id --out $work/$run > $work/$run.log 2>&1 &
     pids+=($!)
   done
 done
-# LIMIT_S: stop unfinished runs after that many seconds, so that what finished still comes back
-if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; kill "${pids[@]}" 2>/dev/null) >/dev/null 2>&1 & watchdog=$!; fi  # detached from stdout: a pipe reader must not wait for the sleep
-wait "${pids[@]}"
+wait "${pids[@]}" 2>/dev/null  # (runs reaped by `wait -n` are no longer children)
 [[ -n ${watchdog:-} ]] && kill $watchdog 2>/dev/null
 tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='*.safetensors' --exclude='checkpoints' .
 python3 - "$work" <<'PY'

@@ -72,3 +72,15 @@ def test_kill_during_checkpoint_write_keeps_previous(tmp_path, monkeypatch):
     ckpt.save_checkpoint(tmp_path, 9, {"x": torch.tensor([9])}, "{}")
     assert ckpt.latest_checkpoint(tmp_path).name == "step-000000009"
     assert not list((tmp_path / "checkpoints").glob(".tmp-*"))
+
+
+def test_profile_steps_writes_a_summary_of_the_window_and_rejects_a_bad_one(pool, tmp_path):
+    run = _pretrain(pool, tmp_path / "run", "--profile-steps", "2:4")
+    assert run.returncode == 0, run.stderr
+    summary = (tmp_path / "run" / "profile-rank0.txt").read_text()
+    first = summary.splitlines()[0]
+    assert first.startswith("steps 2, wall ") and float(first.split()[3]) > 0  # ms per step of the window
+    assert "aten::" in summary  # the operator table
+    bad = _pretrain(pool, tmp_path / "bad", "--profile-steps", "4:2")
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == ["sip: error: --profile-steps 4:2: needs 0 <= A < B"]
+    assert not (tmp_path / "bad").exists()

@@ -86,6 +86,8 @@ def register(commands, data_commands) -> None:
     g.add_argument("--checkpoint-minutes", type=float, default=15.0)
     g.add_argument("--clock-sync-every", type=int, default=8, metavar="N",
                    help="with several GPUs, agree on time limits and time-based checkpoints every N steps")
+    g.add_argument("--profile-steps", default=None, metavar="A:B",
+                   help="write a torch.profiler summary of optimiser steps A..B per rank (profile-rank<R>.txt)")
     g.add_argument("--log-every", type=int, default=50)
     g.add_argument("--save-dtype", choices=["fp32", "bf16"], default="fp32",
                    help="dtype of the saved weights (training keeps fp32 master weights either way; bf16 halves "
@@ -225,7 +227,7 @@ def _pretrain(args) -> int:
         precision=args.precision, compile=args.compile, seed=args.seed, eval_every=args.eval_every,
         eval_max=args.eval_max, eval_batch_size=args.eval_batch_size, max_minutes=args.max_minutes,
         checkpoint_every=args.checkpoint_every, checkpoint_minutes=args.checkpoint_minutes,
-        clock_sync_every=args.clock_sync_every,
+        clock_sync_every=args.clock_sync_every, profile_steps=args.profile_steps,
         log_every=args.log_every, device=args.device, threads=args.threads, progress=not args.no_progress,
         state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start,
         save_dtype=args.save_dtype)

@@ -24,6 +24,7 @@ from sip_core.train import distributed, runtime
 from sip_core.train.batching import DeviceSplit, LengthCurriculum, bucketed_batches, plan_on_device
 from sip_core.train.data import load_pool
 from sip_core.train.optim import build_optimizer, build_scheduler, clip_grad_norm_, wsd_decay
+from sip_core.train.profiling import StepProfiler, parse_window
 
 VARIANT_PREFIX = {"sip": "fst", "te": "te", "naive": "none", "set": "none"}
 EVAL_SPLITS = ("easy_dev", "dev", "test")
@@ -71,6 +72,7 @@ class PretrainOptions:
     checkpoint_every: int = 0
     checkpoint_minutes: float = 15.0
     clock_sync_every: int = 8      # DDP: ranks agree on wall-clock decisions every N steps (one all-reduce)
+    profile_steps: str | None = None  # "A:B": a torch.profiler summary of optimiser steps A..B per rank
     log_every: int = 50
     device: str = "auto"
     threads: int | None = None
@@ -131,6 +133,7 @@ def run(opts: PretrainOptions) -> dict:
         raise SipError("--batch-size, --grad-accum and --clock-sync-every must be positive")
     if opts.state_loss < 0 or opts.curriculum_steps < 0:
         raise SipError("--state-loss and --curriculum-steps must be >= 0")
+    parse_window(opts.profile_steps)  # a malformed window stops here, not after the set-up
     if opts.cooldown_minutes and (opts.schedule != "wsd" or not opts.max_minutes or opts.cooldown_steps
                                   or opts.cooldown_minutes >= opts.max_minutes):
         raise SipError("--cooldown-minutes needs --schedule wsd, --max-minutes larger than it, and no --cooldown-steps")
@@ -298,6 +301,7 @@ def run(opts: PretrainOptions) -> dict:
 
     stream = batch_stream()
     loop_start_step = state["step"]
+    profiler = StepProfiler(parse_window(opts.profile_steps), out, dist.rank)
     while state["step"] < total_steps:
         idx, idx_t, epoch_pos = next(stream)
         local, local_t, weight = idx, idx_t, 1.0
@@ -333,6 +337,7 @@ def run(opts: PretrainOptions) -> dict:
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         state["step"] += 1
+        profiler.at(state["step"])
         if bar is not None:
             bar.update(1)
         if state["step"] % opts.log_every == 0 or state["step"] == total_steps:
