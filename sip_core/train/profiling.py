@@ -7,6 +7,7 @@ the wall time of the window, the GPU's busy time in it, NCCL's share, and the to
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
@@ -45,13 +46,13 @@ class StepProfiler:
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             self.prof = torch.profiler.profile(activities=activities)
-            self.prof.__enter__()
-            self.started = _now()
+            self.prof.start()
+            self.started = time.perf_counter()
         elif step == end and self.prof is not None:
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
-            wall = _now() - self.started
-            self.prof.__exit__(None, None, None)
+            wall = time.perf_counter() - self.started
+            self.prof.stop()
             self.out.mkdir(parents=True, exist_ok=True)
             write_text(summary(self.prof, wall, end - start), self.out / f"profile-rank{self.rank}.txt")
             self.prof, self.window = None, None
@@ -68,8 +69,3 @@ def summary(prof, wall_s: float, steps: int) -> str:
              events.table(sort_by="self_cpu_time_total", row_limit=25), "",
              events.table(sort_by="self_device_time_total", row_limit=25) if device_us else ""]
     return "\n".join(lines) + "\n"
-
-
-def _now() -> float:
-    import time
-    return time.perf_counter()
