@@ -26,6 +26,9 @@ rule pretrain:
     log:
         "logs/{scale}/pretrain/{model}.log",
     threads: 1
+    # a pre-training heads a long chain (continued pre-training, then fine-tunings): started first, it keeps
+    # every core busy to the end instead of running alone while short jobs wait on it (ci: ~1 min idle before)
+    priority: 10
     resources:
         gpu=1,
         runtime=600,
