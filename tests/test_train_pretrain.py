@@ -84,3 +84,32 @@ def test_profile_steps_writes_a_summary_of_the_window_and_rejects_a_bad_one(pool
     bad = _pretrain(pool, tmp_path / "bad", "--profile-steps", "4:2")
     assert bad.returncode != 0 and bad.stderr.strip().splitlines() == ["sip: error: --profile-steps 4:2: needs 0 <= A < B"]
     assert not (tmp_path / "bad").exists()
+
+
+def _weights_equal(a: Path, b: Path) -> bool:
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_more_epochs_under_a_decay_start_over_not_resume(pool, tmp_path):
+    """A finished cosine run rerun with more epochs (Snakemake after a params change) must not continue it: its
+    steps were taken at another LR. Session 21 found the ci TE resumed from its 3-epoch run this way."""
+    cosine = ["--schedule", "cosine", "--warmup", "2"]
+    assert _pretrain(pool, tmp_path / "run", *cosine).returncode == 0
+    rerun = _pretrain(pool, tmp_path / "run", *cosine, "--epochs", "3")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "starting over" in rerun.stdout and "epochs: 2.0 -> 3.0" in rerun.stdout, rerun.stdout
+    assert "resuming" not in rerun.stdout
+    fresh = _pretrain(pool, tmp_path / "fresh", *cosine, "--epochs", "3")
+    assert fresh.returncode == 0, fresh.stderr
+    assert _weights_equal(tmp_path / "run", tmp_path / "fresh")
+
+
+def test_a_constant_lr_run_continued_for_more_epochs_resumes(pool, tmp_path):
+    """Under a constant LR the steps already taken are the same in the longer run: it continues them."""
+    assert _pretrain(pool, tmp_path / "run").returncode == 0
+    rerun = _pretrain(pool, tmp_path / "run", "--epochs", "3")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resuming from step" in rerun.stdout and "starting over" not in rerun.stdout, rerun.stdout
+    fresh = _pretrain(pool, tmp_path / "fresh", "--epochs", "3")
+    assert _weights_equal(tmp_path / "run", tmp_path / "fresh")

@@ -109,6 +109,12 @@ def build_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: in
     """LambdaLR of ``schedule``. For wsd, ``wsd_decay(scheduler)`` ({"start", "steps"}) says where the decay
     lies; with ``decay_later`` it is left open (no decay) until the caller sets it, e.g. once a time budget
     says how many steps remain (``sip pretrain --cooldown-minutes``)."""
+    factor = lr_factor(schedule, warmup_steps, total_steps, cooldown_steps, decay_later)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def lr_factor(schedule: str, warmup_steps: int, total_steps: int, cooldown_steps: int = 0, decay_later: bool = False):
+    """The LR multiplier of ``build_scheduler`` as a function of the step (``factor.decay`` is the wsd decay)."""
     if schedule not in SCHEDULES:
         raise SipError(f"--schedule must be one of {SCHEDULES}, not {schedule!r}")
     if schedule == "wsd" and not decay_later and not 0 < cooldown_steps <= total_steps:
@@ -132,7 +138,7 @@ def build_scheduler(optimizer, schedule: str, warmup_steps: int, total_steps: in
     # The plan hangs on the function, not the scheduler: LambdaLR.load_state_dict replaces the scheduler's
     # attributes with saved copies (which would cut the link to `factor`), but never touches a plain function.
     factor.decay = decay
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return factor
 
 
 def decay_factor(schedule: str, step: int, total_steps: int) -> float:

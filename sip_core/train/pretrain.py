@@ -23,7 +23,7 @@ from sip_core.train import checkpoint as ckpt
 from sip_core.train import distributed, runtime
 from sip_core.train.batching import DeviceSplit, LengthCurriculum, bucketed_batches, plan_on_device
 from sip_core.train.data import load_pool
-from sip_core.train.optim import build_optimizer, build_scheduler, clip_grad_norm_, wsd_decay
+from sip_core.train.optim import build_optimizer, build_scheduler, clip_grad_norm_, lr_factor, wsd_decay
 from sip_core.train.profiling import StepProfiler, parse_window
 
 VARIANT_PREFIX = {"sip": "fst", "te": "te", "naive": "none", "set": "none"}
@@ -172,6 +172,15 @@ def run(opts: PretrainOptions) -> dict:
     if opts.state_loss > 0 and pool.splits["train"].states is None:
         raise SipError(f"--state-loss needs per-example FST states, but {opts.data}/examples.parquet has no "
                        f"'states' column (build the pool with `sip data d4|d4plus|d4long --with-states`)")
+    if payload is not None and (moved := _schedule_moved(payload, opts, len(pool.splits["train"]))):
+        # e.g. more epochs under a cosine decay: the steps already taken had another LR, so continuing them
+        # would not give the run these settings describe
+        if dist.is_main:
+            print(f"pretrain {opts.variant}: the LR schedule of the steps in {out} changed ({moved}); "
+                  "starting over", flush=True)
+            ckpt.discard_checkpoints(out)
+        dist.barrier()
+        resume_from, payload = None, None
     if payload is not None:
         model = ckpt.model_from_checkpoint(payload, saved_config)
     else:
@@ -205,9 +214,8 @@ def run(opts: PretrainOptions) -> dict:
              for name in opts.eval_splits if name in pool.splits and not (prefix_mode == "te" and name != "easy_dev")}
 
     optimizer = make_optimizer(model, opts, device)
-    micro_per_epoch = math.ceil(len(train) / opts.batch_size)
-    steps_per_epoch = max(1, micro_per_epoch // opts.grad_accum)
-    total_steps = opts.max_steps if opts.max_steps else max(1, int(round(opts.epochs * steps_per_epoch)))
+    steps_per_epoch = _steps_per_epoch(asdict(opts), len(train))
+    total_steps = _total_steps(asdict(opts), len(train))
     scheduler = build_scheduler(optimizer, opts.schedule, opts.warmup, total_steps, opts.cooldown_steps,
                                 decay_later=bool(opts.cooldown_minutes))
 
@@ -454,6 +462,31 @@ RUN_IDENTITY = ("data", "init", "d_model", "d_ff", "layers", "decoder_layers", "
                 "num_states", "lr", "te_lr", "weight_decay", "adam_beta2", "rel_buckets", "rel_max_distance",
                 "symbol_source", "batch_size", "grad_accum", "max_fsts", "warmup", "clip", "precision", "seed", "state_loss",
                 "curriculum_steps", "curriculum_start")
+
+
+def _steps_per_epoch(options: dict, n_train: int) -> int:
+    return max(1, math.ceil(n_train / options["batch_size"]) // options["grad_accum"])
+
+
+def _total_steps(options: dict, n_train: int) -> int:
+    """Optimiser steps of a run with these options (``asdict(PretrainOptions)``) over ``n_train`` examples."""
+    return options["max_steps"] or max(1, int(round(options["epochs"] * _steps_per_epoch(options, n_train))))
+
+
+def _schedule_moved(payload: dict, opts: PretrainOptions, n_train: int) -> str:
+    """'' if the LR factors of the checkpoint's steps are the same under ``opts`` as under the options it was
+    trained with, else what changed. Budgets and schedule length may change on resume (a constant or wsd run
+    continued for longer) but not the LR of a step already taken (epochs under a cosine decay)."""
+    saved, now = payload["options"], asdict(opts)
+    plans = [lr_factor(o["schedule"], o["warmup"], _total_steps(o, n_train), o["cooldown_steps"],
+                       decay_later=bool(o.get("cooldown_minutes"))) for o in (saved, now)]
+    if payload["state"].get("cooldown"):  # a time-budgeted decay that had begun continues as it was
+        return ""
+    steps = payload["state"]["step"]
+    if all(math.isclose(plans[0](s), plans[1](s), rel_tol=1e-9) for s in range(steps)):
+        return ""
+    keys = ("schedule", "warmup", "epochs", "max_steps", "cooldown_steps")
+    return ", ".join(f"{k}: {saved.get(k)!r} -> {now[k]!r}" for k in keys if saved.get(k) != now[k])
 
 
 def _changed_settings(saved: dict, opts: PretrainOptions) -> str:
