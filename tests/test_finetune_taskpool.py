@@ -44,6 +44,11 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path):
     assert "3 of 3 tasks to run, 2 at a time" in pool.stdout and pool.stdout.count("finetune iteration-s2-") == 3
     _same_results(tmp_path / "seq", tmp_path / "pool", ids)
     assert not list(tmp_path.glob(".pool*")), "the staging directory is renamed onto --out"
+    # two processes, not one per task: the first worker ran tasks 0 and 2 one after the other
+    logs = sorted((tmp_path / "pool").glob(".worker-*.log"))
+    assert [p.name for p in logs] == [".worker-0.log", ".worker-1.log"]
+    assert [ln.split(":")[0] for ln in logs[0].read_text().splitlines() if ln.startswith("finetune iteration")] == \
+        ["finetune iteration-s2-0", "finetune iteration-s2-2"]
     # the environment variable the hand-off sets works the same way; a bad value is one line, exit 2
     bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1"), capture_output=True, text=True, cwd=ROOT,
                          env={**ENV, "SIP_TASK_WORKERS": "two"})
@@ -62,8 +67,9 @@ def test_a_stopped_parent_stops_its_children_and_a_rerun_resumes(tmp_path):
                               cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     staging = tmp_path / ".run.partial"
     deadline = time.monotonic() + 240
-    children = ["pgrep", "-f", "--", f"--out {staging}/{ids[2]}"]  # a child's command line names its task dir
-    while subprocess.run(children, capture_output=True).returncode != 0:  # a task done, the third started
+    children = ["pgrep", "-f", "--", f"--out {staging} "]  # a worker's command line names the staging directory
+    # 2 workers, round-robin: [0, 2] and [1]; the third task's staging appears once the first worker starts it
+    while not (staging / f".{ids[2]}.partial").exists() and not (staging / ids[2]).exists():
         assert parent.poll() is None and time.monotonic() < deadline, "the third task never started"
         time.sleep(0.2)
     os.kill(parent.pid, signal.SIGTERM)  # the parent alone, as a user's `kill` would

@@ -166,6 +166,7 @@ def register(commands, data_commands) -> None:
     p.add_argument("--task-workers", type=int, default=None, metavar="N",
                    help="with several tasks: fine-tune N of them at once, one process each, on the same device "
                         "(default $SIP_TASK_WORKERS or 1; a small model leaves most of a GPU idle)")
+    p.add_argument("--worker-tasks", default=None, help=argparse.SUPPRESS)  # a --task-workers child's tasks
     p.add_argument("--run-id", default=None)
     p.add_argument("--model-name", default=None, help="model key recorded in metrics.json (e.g. sip-d4)")
     p.add_argument("--scale", default="unknown")

@@ -2,10 +2,12 @@
 
 One small model leaves most of a GPU idle: fine-tuning sweeps ran 18-25 of the gpu scale's 18M models side by side
 on one H100 (docs/EXPERIMENTS.md, sessions 12-13). So a job of many tasks (35 g2p draws, 152 text-editing
-draws) runs its tasks as N child processes, each an ordinary ``sip finetune --task-id T --out <staging>/T``: every
-task stages, checkpoints and resumes on its own, and the parent commits the run directory only when all have
-finished. Children are in the parent's process group, so stopping the job (Snakemake, the hand-off's budget) stops
-them too; a rerun skips the finished tasks and resumes the others.
+draws) runs its tasks as N child processes. Each runs its share of the tasks one after another, every task exactly
+as ``sip finetune --task-id T --out <staging>/T`` would: every task stages, checkpoints and resumes on its own, and
+the parent commits the run directory only when all have finished. (A process per task cost a ~45 s start-up per
+task with 15 at once on an H200, and text editing's short tasks left the GPU idle most of the time: session 21.)
+Children are in the parent's process group, so stopping the job (Snakemake, the hand-off's budget) stops them too;
+a rerun skips the finished tasks and resumes the others.
 """
 from __future__ import annotations
 
@@ -22,15 +24,23 @@ from sip_core.errors import SipError
 POLL_SECONDS = 0.5
 
 
-def child_command(cli_argv: list[str], task_id: str, out: Path) -> list[str]:
-    """The parent's own command line for one task. argparse keeps an option's last value, so the overrides go last."""
-    return [sys.executable, "-m", "sip_core.cli", *cli_argv, "--task-id", task_id, "--out", str(out),
+def child_command(cli_argv: list[str], task_ids: list[str], root: Path) -> list[str]:
+    """The parent's own command line for a worker running ``task_ids`` into ``root/<task>``. argparse keeps an
+    option's last value, so the overrides go last."""
+    return [sys.executable, "-m", "sip_core.cli", *cli_argv, "--worker-tasks", ",".join(task_ids), "--out", str(root),
             "--task-workers", "1", "--nproc", "1", "--no-progress"]
 
 
-def log_path(out: Path) -> Path:
-    """A child's log, beside its task directory (hidden, so that readers of the run's tasks skip it)."""
-    return out.parent / f".{out.name}.log"
+def shards(todo: list[tuple[str, Path]], workers: int) -> list[list[tuple[str, Path]]]:
+    """Round-robin: neighbouring tasks (often one language or one benchmark family, of similar cost) go to
+    different workers."""
+    n = min(workers, len(todo))
+    return [todo[w::n] for w in range(n)]
+
+
+def log_path(root: Path, worker: int) -> Path:
+    """A worker's log, in the staging directory (hidden, so that readers of the run's tasks skip it)."""
+    return root / f".worker-{worker}.log"
 
 
 def last_line(path: Path) -> str:
@@ -40,28 +50,38 @@ def last_line(path: Path) -> str:
 
 def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, threads: int,
               on_done=lambda task_id, metrics: None) -> None:
-    """Fine-tune ``todo`` ((task id, output directory) pairs), ``workers`` at a time; ``threads`` CPU threads each.
-    ``on_done`` gets each finished task's metrics; any failure raises SipError after the others have finished."""
+    """Fine-tune ``todo`` ((task id, output directory) pairs, all in one directory) by ``workers`` processes, each
+    running its share one task after another; ``threads`` CPU threads each. ``on_done`` gets each finished task's
+    metrics as it appears; any failure raises SipError after the other workers have finished."""
     env = {**os.environ, "SIP_THREADS": str(threads), "PYTHONPATH": os.pathsep.join(
         p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")) if p)}
-    pending, running, failed = list(todo), {}, []
+    running, failed, reported = {}, [], set()
     # a SIGTERM to the parent alone (not its group) must stop the children too: let it unwind through `finally`
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+    def report(share) -> None:
+        for task_id, out in share:
+            if task_id not in reported and (out / "metrics.json").exists():
+                reported.add(task_id)
+                on_done(task_id, json.loads((out / "metrics.json").read_text(encoding="utf-8")))
+
     try:
-        while pending or running:
-            while pending and len(running) < workers:
-                task_id, out = pending.pop(0)
-                with open(log_path(out), "w", encoding="utf-8") as log:
-                    proc = subprocess.Popen(child_command(cli_argv, task_id, out), stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-                running[proc] = (task_id, out)
+        for w, share in enumerate(shards(todo, workers)):
+            root = share[0][1].parent
+            with open(log_path(root, w), "w", encoding="utf-8") as log:
+                proc = subprocess.Popen(child_command(cli_argv, [t for t, _ in share], root), stdout=log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            running[proc] = (w, share)
+        while running:
             time.sleep(POLL_SECONDS)
-            for proc in [p for p in running if p.poll() is not None]:
-                task_id, out = running.pop(proc)
-                if proc.returncode == 0 and (out / "metrics.json").exists():
-                    on_done(task_id, json.loads((out / "metrics.json").read_text(encoding="utf-8")))
-                else:
-                    failed.append((task_id, proc.returncode, log_path(out)))
+            for proc, (w, share) in list(running.items()):
+                report(share)
+                if proc.poll() is None:
+                    continue
+                del running[proc]
+                missing = [t for t, _ in share if t not in reported]
+                if proc.returncode != 0 or missing:
+                    failed.append((missing or [share[0][0]], proc.returncode, log_path(share[0][1].parent, w)))
     finally:
         for proc in running:  # the parent is being stopped: its children stop too (they resume on a rerun)
             proc.terminate()
@@ -69,6 +89,7 @@ def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, t
             proc.wait()
         signal.signal(signal.SIGTERM, previous)
     if failed:
-        task_id, code, log = failed[0]
-        raise SipError(f"{len(failed)} of {len(todo)} tasks failed; task {task_id} exited {code}: "
+        tasks, code, log = failed[0]
+        lost = sum(len(t) for t, _, _ in failed)
+        raise SipError(f"{lost} of {len(todo)} tasks failed; the worker of task {tasks[0]} exited {code}: "
                        f"{last_line(log)} (log: {log})")
