@@ -92,6 +92,16 @@ def test_missing_tables_and_rows_are_not_built(scale):
     assert status("t1-noprefix", results).status == "not built"
 
 
+def test_a_failed_part_fails_the_claim_even_with_parts_not_built(scale):
+    """'SIP-d4 and TE >= 90%' with SIP-d4 at 18% and no TE row: a fail, not 'not built' (gpu Table 4, session 21)."""
+    _, results = scale
+    pd.DataFrame({"model": ["sip-d4"], "setting": ["overall"], "metric": ["acc"], "value": [18.4]}).to_csv(
+        results / "table4.csv", index=False)
+    result = status("t4-overall", results)
+    assert result.status == "fail", result
+    assert any("no acc row for te" in d for d in result.details), result.details
+
+
 def test_thresholds_on_pretrain_and_probe(scale):
     _, results = scale
     assert status("simulation", results).status == "pass"

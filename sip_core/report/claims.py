@@ -18,7 +18,9 @@ from sip_core.report import significance as sig
 from sip_core.report.tables import TABLES
 
 ALPHA = 0.05
-STATUSES = ("pass", "not significant", "fail", "not built")  # worst last: a claim takes its worst link
+# worst last: a claim takes its worst link. A failed link fails the claim even where other links are not built
+# (its parts are all required), so "fail" outranks "not built".
+STATUSES = ("pass", "not significant", "not built", "fail")
 
 
 @dataclass(frozen=True)
