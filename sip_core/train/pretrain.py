@@ -158,12 +158,8 @@ def run(opts: PretrainOptions) -> dict:
         if opts.variant == "te" and "parts" not in payload["optimizer"]:  # before the table's SparseAdam
             changed = changed or "task table optimiser: AdamW -> SparseAdam"
         if changed:  # a rerun with new settings (e.g. Snakemake after a params change) must not continue the old run
-            if dist.is_main:
-                print(f"pretrain {opts.variant}: settings changed since the checkpoint in {out} ({changed}); "
-                      "starting over", flush=True)
-                ckpt.discard_checkpoints(out)
-            dist.barrier()
-            resume_from, payload = None, None
+            resume_from, payload = _start_over(dist, out, opts.variant, f"settings changed since the checkpoint in "
+                                                                        f"{out} ({changed})")
 
     runtime.seed_everything(opts.seed)
     pool = load_pool(opts.data, with_fsts=prefix_mode == "fst", num_states=opts.num_states, te=prefix_mode == "te",
@@ -175,12 +171,8 @@ def run(opts: PretrainOptions) -> dict:
     if payload is not None and (moved := _schedule_moved(payload, opts, len(pool.splits["train"]))):
         # e.g. more epochs under a cosine decay: the steps already taken had another LR, so continuing them
         # would not give the run these settings describe
-        if dist.is_main:
-            print(f"pretrain {opts.variant}: the LR schedule of the steps in {out} changed ({moved}); "
-                  "starting over", flush=True)
-            ckpt.discard_checkpoints(out)
-        dist.barrier()
-        resume_from, payload = None, None
+        resume_from, payload = _start_over(dist, out, opts.variant,
+                                           f"the LR schedule of the steps in {out} changed ({moved})")
     if payload is not None:
         model = ckpt.model_from_checkpoint(payload, saved_config)
     else:
@@ -462,6 +454,15 @@ RUN_IDENTITY = ("data", "init", "d_model", "d_ff", "layers", "decoder_layers", "
                 "num_states", "lr", "te_lr", "weight_decay", "adam_beta2", "rel_buckets", "rel_max_distance",
                 "symbol_source", "batch_size", "grad_accum", "max_fsts", "warmup", "clip", "precision", "seed", "state_loss",
                 "curriculum_steps", "curriculum_start")
+
+
+def _start_over(dist, out: Path, variant: str, why: str) -> tuple[None, None]:
+    """Discard ``out``'s checkpoints (rank 0, the others wait): a fresh run, no (resume_from, payload)."""
+    if dist.is_main:
+        print(f"pretrain {variant}: {why}; starting over", flush=True)
+        ckpt.discard_checkpoints(out)
+    dist.barrier()
+    return None, None
 
 
 def _steps_per_epoch(options: dict, n_train: int) -> int:
