@@ -548,9 +548,13 @@ def _within_budget(files: list[Path]) -> list[Path]:
     return sorted(kept)
 
 
+WHOLE_ARCHIVES = (".tar", ".tar.xz", ".tar.gz", ".tgz")
+
+
 def _joined(parts: list[Path], tmp_dir: Path) -> Path:
-    """One archive from its parts (given in any order; a plain .tar passes through)."""
-    if len(parts) == 1 and parts[0].suffix == ".tar":
+    """One archive from its parts (given in any order). A whole archive passes through: a plain .tar, or one
+    compressed to be kept in git (.tar.xz, .tar.gz, .tgz; tarfile reads the compression)."""
+    if len(parts) == 1 and parts[0].name.endswith(WHOLE_ARCHIVES):
         return parts[0]
     names = sorted(parts, key=lambda p: p.name)
     expected = [f"{ARCHIVE}.{i:02d}" for i in range(len(names))]

@@ -120,6 +120,15 @@ def test_handoff_packs_a_checkpoint_without_its_resume_state_in_parts_that_impor
     handoff.import_archives(list(reversed(parts)), "gpu", ["t"])
     assert (dest / ckpt / "model.safetensors").read_bytes() == model
     assert not (dest / ckpt / "checkpoints").exists()
+    # the whole archive compressed, as kept under experiments/results/, imports as it is
+    import lzma
+    kept = tmp_path / "handoff-kept.tar.xz"
+    kept.write_bytes(lzma.compress(b"".join(p.read_bytes() for p in parts)))
+    again = tmp_path / "again"
+    again.mkdir()
+    monkeypatch.chdir(again)
+    handoff.import_archives([kept], "gpu", ["t"])
+    assert (again / ckpt / "model.safetensors").read_bytes() == model
 
 
 def test_pack_keeps_within_what_one_call_brings_back_runs_first_then_the_models_that_fit(tmp_path, monkeypatch, capsys):
