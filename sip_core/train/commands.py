@@ -164,7 +164,8 @@ def register(commands, data_commands) -> None:
     p.add_argument("--consistency-walk-length", type=int, default=30, metavar="N",
                    help="longest walk for --state-consistency (lengths uniform in 1..N)")
     p.add_argument("--task-workers", type=int, default=None, metavar="N",
-                   help="with several tasks: fine-tune N of them at once, one process each, on the same device "
+                   help="with several tasks: fine-tune N of them at once in N processes on the same device, each taking its share "
+                        "in turn "
                         "(default $SIP_TASK_WORKERS or 1; a small model leaves most of a GPU idle)")
     p.add_argument("--worker-tasks", default=None, help=argparse.SUPPRESS)  # a --task-workers child's tasks
     p.add_argument("--run-id", default=None)

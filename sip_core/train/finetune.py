@@ -13,7 +13,6 @@ checkpoint with a model card. Under torchrun the epochs are data-parallel (``dis
 from __future__ import annotations
 
 import argparse
-
 import os
 import shutil
 import time

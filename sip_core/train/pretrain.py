@@ -206,8 +206,8 @@ def run(opts: PretrainOptions) -> dict:
              for name in opts.eval_splits if name in pool.splits and not (prefix_mode == "te" and name != "easy_dev")}
 
     optimizer = make_optimizer(model, opts, device)
-    steps_per_epoch = _steps_per_epoch(asdict(opts), len(train))
-    total_steps = _total_steps(asdict(opts), len(train))
+    options = asdict(opts)
+    steps_per_epoch, total_steps = _steps_per_epoch(options, len(train)), _total_steps(options, len(train))
     scheduler = build_scheduler(optimizer, opts.schedule, opts.warmup, total_steps, opts.cooldown_steps,
                                 decay_later=bool(opts.cooldown_minutes))
 
@@ -478,11 +478,11 @@ def _schedule_moved(payload: dict, opts: PretrainOptions, n_train: int) -> str:
     """'' if the LR factors of the checkpoint's steps are the same under ``opts`` as under the options it was
     trained with, else what changed. Budgets and schedule length may change on resume (a constant or wsd run
     continued for longer) but not the LR of a step already taken (epochs under a cosine decay)."""
+    if payload["state"].get("cooldown"):  # a time-budgeted decay that had begun continues as it was
+        return ""
     saved, now = payload["options"], asdict(opts)
     plans = [lr_factor(o["schedule"], o["warmup"], _total_steps(o, n_train), o["cooldown_steps"],
                        decay_later=bool(o.get("cooldown_minutes"))) for o in (saved, now)]
-    if payload["state"].get("cooldown"):  # a time-budgeted decay that had begun continues as it was
-        return ""
     steps = payload["state"]["step"]
     if all(math.isclose(plans[0](s), plans[1](s), rel_tol=1e-9) for s in range(steps)):
         return ""

@@ -67,21 +67,21 @@ def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, t
 
     try:
         for w, share in enumerate(shards(todo, workers)):
-            root = share[0][1].parent
-            with open(log_path(root, w), "w", encoding="utf-8") as log:
-                proc = subprocess.Popen(child_command(cli_argv, [t for t, _ in share], root), stdout=log,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-            running[proc] = (w, share)
+            log = log_path(share[0][1].parent, w)
+            with open(log, "w", encoding="utf-8") as stream:
+                proc = subprocess.Popen(child_command(cli_argv, [t for t, _ in share], share[0][1].parent),
+                                        stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            running[proc] = (share, log)
         while running:
             time.sleep(POLL_SECONDS)
-            for proc, (w, share) in list(running.items()):
+            for proc, (share, log) in list(running.items()):
                 report(share)
                 if proc.poll() is None:
                     continue
                 del running[proc]
                 missing = [t for t, _ in share if t not in reported]
                 if proc.returncode != 0 or missing:
-                    failed.append((missing or [share[0][0]], proc.returncode, log_path(share[0][1].parent, w)))
+                    failed.append((missing or [share[0][0]], proc.returncode, log))
     finally:
         for proc in running:  # the parent is being stopped: its children stop too (they resume on a rerun)
             proc.terminate()
