@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -585,6 +586,7 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
             # finished tasks per staging directory (one travels only with at least one finished task)
             staged = Counter(Path(m.name).parents[1] for m in tar.getmembers()
                              if m.name.endswith("/metrics.json") and Path(m.name).parents[1].name.endswith(".partial"))
+            _drop_superseded_staging([m.name for m in tar.getmembers()])
     if staged:
         jobs = ", ".join(f"{_job_of_staging(d)}: {count}" for d, count in sorted(staged.items()))
         print(f"import: the finished tasks of {len(staged)} unfinished fine-tuning job(s) restored ({jobs}); "
@@ -596,6 +598,17 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
         raise SipError(f"snakemake --touch failed:\n{touch.stderr[-2000:]}")
     if Path("dvc.yaml").exists():
         subprocess.run(["dvc", "commit", "--force", "--quiet"], check=False)
+
+
+def _drop_superseded_staging(names: list[str]) -> None:
+    """A run that came back whole replaces the finished tasks an earlier call left here in its staging directory
+    (``.<out>.partial``): left behind, they would look like an unfinished job."""
+    runs = {Path(*Path(n).parts[:5]) for n in names if len(Path(n).parts) > 5 and Path(n).parts[2] == "runs"
+            and not any(part.endswith(".partial") for part in Path(n).parts)}
+    for out in runs:
+        if (staging := staging_path(out)).is_dir():
+            shutil.rmtree(staging)
+            print(f"import: {out} came back whole; its earlier partial work ({staging}) removed")
 
 
 def _job_of_staging(staging: Path) -> str:

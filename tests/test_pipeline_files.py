@@ -195,6 +195,27 @@ def test_the_finished_tasks_of_a_stopped_finetune_job_come_back_and_resume(tmp_p
     assert not (here / "data/gpu/runs/sip-d4/g2p").exists()
 
 
+def test_a_run_that_comes_back_whole_replaces_its_partial_work_here(tmp_path, monkeypatch, capsys):
+    """A later call finishes a job whose finished tasks an earlier import restored: its staging directory goes,
+    so nothing here looks unfinished; another job's staging stays."""
+    import tarfile
+    monkeypatch.chdir(tmp_path)
+    done, other = Path("data/gpu/runs/base/sygus"), Path("data/gpu/runs/set/.sygus.partial/task-1")
+    for d in (Path("data/gpu/runs/base/.sygus.partial/task-1"), other):
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text("old")
+    (tmp_path / "host" / done / "task-1").mkdir(parents=True)
+    (tmp_path / "host" / done / "task-1" / "metrics.json").write_text("new")
+    with tarfile.open(tmp_path / "handoff.tar.00", "w") as tar:
+        tar.add(tmp_path / "host" / done / "task-1" / "metrics.json", arcname=f"{done}/task-1/metrics.json")
+    monkeypatch.setattr(handoff, "snakemake", lambda args: pytest.fail("no targets: nothing to touch"))
+    handoff.import_archives([tmp_path / "handoff.tar.00"], "gpu", [])
+    assert (done / "task-1" / "metrics.json").read_text() == "new"
+    assert not Path("data/gpu/runs/base/.sygus.partial").exists()
+    assert (other / "metrics.json").read_text() == "old"
+    assert "earlier partial work" in capsys.readouterr().out
+
+
 def test_handoff_run_refuses_outputs_older_than_its_last_call_on_this_host(tmp_path, monkeypatch):
     """A warm host keeps its staging between calls, but a carried runs directory replaces it: carried from before
     the last archive was imported, it would rerun that call's finished tasks. The next call refuses instead."""

@@ -167,7 +167,10 @@ def _table(args) -> int:
         from sip_core.report.figures import more_states_figure
 
         more_states_figure(frame, args.figure, f" ({args.scale})")
-    headline = frame[(frame["metric"] == spec.metrics[0])].groupby("model")["value"].mean().round(1)
+    first = frame[frame["metric"] == spec.metrics[0]]
+    if (first["setting"] == "overall").any():  # the table's own summary column, not a mean that counts it again
+        first = first[first["setting"] == "overall"]
+    headline = first.groupby("model")["value"].mean().round(1)
     print(f"{args.table} ({args.scale}, {int(in_table.sum())} runs): " + ", ".join(f"{m} {v}" for m, v in headline.items()))
     return 0
 
