@@ -14,7 +14,7 @@ class ModelSpec:
     pool: str | None             # pre-training pool (d4, d4plus, nd7, d4long, set)
     parent: str | None = None    # continued pre-training starts from this model's checkpoint
     checkpoint_of: str | None = None  # fine-tune another model's checkpoint (the no-prefix ablation)
-    prefix: str = "none"         # fine-tuning prefix: mean | random | none
+    prefix: str = "none"         # fine-tuning prefix: mean | induced | random | none
     hparams: str = "default"     # key into the per-model batch/lr maps of params.finetune.*
 
 
@@ -25,6 +25,8 @@ MODELS: dict[str, ModelSpec] = {
     "te": ModelSpec("te", "d4", prefix="random", hparams="te"),
     "sip-d4": ModelSpec("sip", "d4", prefix="mean", hparams="sip"),
     "sip-d4-noprefix": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="none", hparams="sip"),
+    # an extension, not the paper's: the prefix starts as the FST OSTIA learns from the training pairs (DEVIATIONS.md)
+    "sip-d4-induced": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="induced", hparams="sip"),
     "sip-d4plus": ModelSpec("sip", "d4plus", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-nd7": ModelSpec("sip", "nd7", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-d4-long": ModelSpec("sip", "d4long", parent="sip-d4", prefix="mean", hparams="sip"),

@@ -105,8 +105,10 @@ def register(commands, data_commands) -> None:
     src.add_argument("--train", help="training pairs: TSV input<TAB>output or Parquet")
     src.add_argument("--test", help="test pairs: TSV or Parquet")
     p.add_argument("--out", required=True)
-    p.add_argument("--prefix", choices=["mean", "none", "random", "soft", "auto"], default="auto",
-                   help="mean: from the checkpoint's FST sample; none: no prefix; random: N(0,1) (TE); "
+    p.add_argument("--prefix", choices=["mean", "induced", "none", "random", "soft", "auto"], default="auto",
+                   help="mean: from the checkpoint's FST sample; induced: the encoding of the FST OSTIA learns "
+                        "from the training pairs, else mean (an extension, DEVIATIONS.md); none: no prefix; "
+                        "random: N(0,1) (TE); "
                         "soft: soft transitions read through the FST encoder, from the sample's label frequencies; "
                         "auto: mean for SIP checkpoints with a prefix sample, else none")
     p.add_argument("--epochs", type=int, default=50)

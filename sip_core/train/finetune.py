@@ -39,6 +39,7 @@ from sip_core.train.commands import FINETUNE_DETERMINISM
 from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
+from sip_core.train.induced_prefix import induced_prefix
 from sip_core.train.data import (load_task_examples, make_split, read_pairs_any, split_longest, task_ids_in,
                                  task_pairs)
 from sip_core.train.rundir import Staging, check_out, sha256
@@ -126,7 +127,7 @@ def resolve_prefix(requested: str, base: SIPForConditionalGeneration, model_arg:
         if base.config.prefix_mode in ("tuned", "soft"):
             return "keep"
         return "mean" if has_sample else "none"
-    if requested in ("mean", "soft") and not has_sample:
+    if requested in ("mean", "soft", "induced") and not has_sample:
         raise SipError(f"--prefix {requested} needs a SIP pre-training checkpoint with prefix_init.safetensors; "
                        f"{model_arg} has none")
     return requested
@@ -146,9 +147,10 @@ class FineTuner:
         runtime.seed_everything(args.seed)
         base = load_base(args.model, args)
         self.prefix_kind = resolve_prefix(args.prefix, base, args.model)
-        self.fst_sample = load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft") else None
+        self.fst_sample = load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft", "induced") else None
         self.fst_encoder = base.fst_encoder
-        if self.prefix_kind in ("mean", "random"):
+        self.prefix_init = None  # --prefix induced: what the last run started from
+        if self.prefix_kind in ("mean", "random", "induced"):
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
         elif self.prefix_kind == "soft":
             model = with_prefix_mode(base, "soft", prefix_length=args.prefix_length)
@@ -178,13 +180,18 @@ class FineTuner:
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.commit = runtime.git_commit()
 
-    def _reset(self, seed: int) -> None:
+    def _reset(self, seed: int, train_pairs=()) -> None:
+        if "prefix" in self.initial_state:  # an induced run before may have sized it to its FST
+            self._resize_prefix(len(self.initial_state["prefix"]))
         self.model.load_state_dict(self.initial_state)
         runtime.seed_everything(seed)
         init_seed = getattr(self.args, "prefix_init_seed", None)  # the init apart from the data order (session 12)
         gen = torch.Generator().manual_seed(seed if init_seed is None else init_seed)
         n_fsts = getattr(self.args, "prefix_init_fsts", 32)
-        if self.prefix_kind == "mean":
+        init = None
+        if self.prefix_kind == "induced":
+            init = self._induced_init(train_pairs)
+        if self.prefix_kind == "mean" or (self.prefix_kind == "induced" and init is None):
             init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
                                self.model.t5.shared)
         elif self.prefix_kind == "random":
@@ -193,10 +200,28 @@ class FineTuner:
             sample = self.fst_sample[torch.randperm(self.fst_sample.shape[0], generator=gen)[:n_fsts]]
             self.model.soft_prefix.init_from_sample(sample)
             return
-        else:
+        elif init is None:  # none, keep: nothing to initialise
             return
+        self._resize_prefix(len(init))  # an induced FST: one vector per transition, as in pre-training
         with torch.no_grad():
             self.model.prefix.copy_(init.to(self.model.prefix.device))
+
+    def _resize_prefix(self, length: int) -> None:
+        """Give the tuned prefix ``length`` vectors (the config follows, so a saved run loads as it trained)."""
+        prefix = self.model.prefix
+        if prefix is None or prefix.shape[0] == length:
+            return
+        self.model.prefix = torch.nn.Parameter(prefix.new_zeros(length, prefix.shape[1]))
+        self.model.config.prefix_length = length
+
+    def _induced_init(self, train_pairs) -> torch.Tensor | None:
+        """The prefix encoding the FST OSTIA induces from the training pairs (None: the paper's init instead)."""
+        config = self.model.config
+        init, machine = induced_prefix(self.fst_encoder, train_pairs, config.prefix_length, self.model.t5.shared,
+                                       config.num_states, config.symbols)
+        self.prefix_init = (f"induced: {machine.n_states} states, {len(machine.transitions)} transitions"
+                            if init is not None else "mean: no FST a prefix can hold was induced")
+        return init
 
     def _codebook(self, train_pairs) -> tuple[torch.Tensor | None, float]:
         """The task's single-transition codebook (``--prefix-codebook-states``) and the pull weight; the
@@ -234,7 +259,7 @@ class FineTuner:
         if not test_pairs:
             raise SipError(f"task {task_id!r} has no test examples")
         started = time.monotonic()
-        self._reset(args.seed)
+        self._reset(args.seed, split_longest(train_pairs, getattr(args, "holdout_longest", 0.0))[0])
         resume_from = ckpt.latest_checkpoint(out_dir)
         selection = None
         if restarts.enabled(args):  # K short runs choose the start by the longest training inputs (restarts.py)
@@ -342,6 +367,7 @@ class FineTuner:
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
             "task_id": task_id, "seed": args.seed, "scale": args.scale, "prefix": self.prefix_kind,
+            **({"prefix_init": self.prefix_init} if self.prefix_kind == "induced" else {}),
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
