@@ -75,11 +75,12 @@ def data_keys(setting: str) -> list[str]:
 def _protocol_keys(resolved: dict, model: str, family: str) -> list[str]:
     """The fine-tuning protocol of ``model`` in a setting family (its batch/lr entry or the default)."""
     fam = resolved["finetune"][family]
-    own = pipeline.MODELS[model].hparams
-    per_model = [f"finetune.{family}.{name}.{own if own in fam[name] else 'default'}" for name in ("batch", "lr")]
+    per_model = [f"finetune.{family}.{name}.{pipeline.hparams_key(fam[name], model)}" for name in ("batch", "lr")]
     return ([f"finetune.{family}.{k}" for k in ("epochs", "eval_last", "report_last", "test_batch")] + per_model
             + ["finetune.prefix_lr", "finetune.prefix_length", "finetune.clip", "finetune.seed"]
             + (["finetune.schedule"] if "schedule" in resolved["finetune"] else [])  # optional: constant if absent
+            + (["finetune.induced_prefix_lr"] if pipeline.MODELS[model].prefix == "induced"
+               and "induced_prefix_lr" in resolved["finetune"] else [])
             + (["finetune.restarts"] if "restarts" in resolved["finetune"] else []))  # optional: one run if absent
 
 

@@ -56,11 +56,25 @@ def task_file(scale: str, setting: str) -> str:
     return f"data/{scale}/eval/{setting}/examples.parquet"
 
 
+def hparams_key(mapping: dict, model: str) -> str:
+    """The key of a ``{default: x, sip: y, sip-d4-induced: z}`` map that holds for ``model``: its own name, else its
+    hparams group, else ``default``."""
+    return next(k for k in (model, MODELS[model].hparams, "default") if k in mapping)
+
+
 def by_model(mapping, model: str):
     """Per-model value of a ``{default: x, sip: y, te: z}`` map; a plain value holds for every model."""
     if not isinstance(mapping, dict):
         return mapping
-    return mapping.get(MODELS[model].hparams, mapping["default"])
+    return mapping[hparams_key(mapping, model)]
+
+
+def prefix_lr(finetune: dict, model: str) -> float:
+    """A model's prefix LR: ``finetune.induced_prefix_lr`` for an induced prefix where the scale sets one (a key of
+    its own, so that adding it left every other run's params hash as it was), else the ``prefix_lr`` map."""
+    if MODELS[model].prefix == "induced" and "induced_prefix_lr" in finetune:
+        return finetune["induced_prefix_lr"]
+    return by_model(finetune["prefix_lr"], model)
 
 
 def restart_flags(restarts: dict | None) -> str:

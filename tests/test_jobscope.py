@@ -57,6 +57,15 @@ def test_another_scale_and_unread_keys_leave_ci_hashes_alone():
     assert "finetune/sip-d4/iteration-s4" in changed(lambda p: p["defaults"]["finetune"].update(clip=0.5))
 
 
+def test_the_induced_prefix_lr_reaches_only_the_induced_runs_and_their_command():
+    hit = changed(lambda p: p["scales"]["gpu"]["finetune"].update(induced_prefix_lr=0.02), scale="gpu")
+    assert {"finetune/sip-d4-induced/iteration-s4", "finetune/sip-d4-induced/uc-s4", "table/table1"} <= hit
+    assert not any(j.startswith("finetune/") and "/sip-d4-induced/" not in j for j in hit)
+    gpu = config.resolve(PARAMS, "gpu")["finetune"]
+    assert pipeline.prefix_lr(gpu, "sip-d4-induced") == gpu["induced_prefix_lr"]
+    assert pipeline.prefix_lr(gpu, "sip-d4") == pipeline.by_model(gpu["prefix_lr"], "sip-d4") != gpu["induced_prefix_lr"]
+
+
 def test_every_scope_key_names_a_setting():
     for scale in config.SCALES:
         resolved = config.resolve(PARAMS, scale)
