@@ -79,8 +79,7 @@ def _protocol_keys(resolved: dict, model: str, family: str) -> list[str]:
     return ([f"finetune.{family}.{k}" for k in ("epochs", "eval_last", "report_last", "test_batch")] + per_model
             + ["finetune.prefix_lr", "finetune.prefix_length", "finetune.clip", "finetune.seed"]
             + (["finetune.schedule"] if "schedule" in resolved["finetune"] else [])  # optional: constant if absent
-            + (["finetune.induced_prefix_lr"] if pipeline.MODELS[model].prefix == "induced"
-               and "induced_prefix_lr" in resolved["finetune"] else [])
+            + (["finetune.induced_prefix_lr"] if pipeline.uses_induced_prefix_lr(resolved["finetune"], model) else [])
             + (["finetune.restarts"] if "restarts" in resolved["finetune"] else []))  # optional: one run if absent
 
 

@@ -57,9 +57,9 @@ def task_file(scale: str, setting: str) -> str:
 
 
 def hparams_key(mapping: dict, model: str) -> str:
-    """The key of a ``{default: x, sip: y, sip-d4-induced: z}`` map that holds for ``model``: its own name, else its
-    hparams group, else ``default``."""
-    return next(k for k in (model, MODELS[model].hparams, "default") if k in mapping)
+    """The key of a ``{default: x, sip: y, te: z}`` map that holds for ``model``: its hparams group, else ``default``."""
+    own = MODELS[model].hparams
+    return own if own in mapping else "default"
 
 
 def by_model(mapping, model: str):
@@ -69,10 +69,14 @@ def by_model(mapping, model: str):
     return mapping[hparams_key(mapping, model)]
 
 
+def uses_induced_prefix_lr(finetune: dict, model: str) -> bool:
+    return MODELS[model].prefix == "induced" and "induced_prefix_lr" in finetune
+
+
 def prefix_lr(finetune: dict, model: str) -> float:
     """A model's prefix LR: ``finetune.induced_prefix_lr`` for an induced prefix where the scale sets one (a key of
     its own, so that adding it left every other run's params hash as it was), else the ``prefix_lr`` map."""
-    if MODELS[model].prefix == "induced" and "induced_prefix_lr" in finetune:
+    if uses_induced_prefix_lr(finetune, model):
         return finetune["induced_prefix_lr"]
     return by_model(finetune["prefix_lr"], model)
 

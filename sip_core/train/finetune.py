@@ -259,7 +259,9 @@ class FineTuner:
         if not test_pairs:
             raise SipError(f"task {task_id!r} has no test examples")
         started = time.monotonic()
-        self._reset(args.seed, split_longest(train_pairs, getattr(args, "holdout_longest", 0.0))[0])
+        # --holdout-longest: the longest training inputs become a length dev set (scored at the end, not trained on)
+        fit_pairs, holdout_pairs = split_longest(train_pairs, getattr(args, "holdout_longest", 0.0))
+        self._reset(args.seed, fit_pairs)
         resume_from = ckpt.latest_checkpoint(out_dir)
         selection = None
         if restarts.enabled(args):  # K short runs choose the start by the longest training inputs (restarts.py)
@@ -269,8 +271,7 @@ class FineTuner:
         distributed.seed_rank(dist, args.seed)
         model = self.model
         forward = dist.wrap(model, self.device)
-        # --holdout-longest: the longest training inputs become a length dev set (scored at the end, not trained on)
-        train_pairs, holdout_pairs = split_longest(train_pairs, getattr(args, "holdout_longest", 0.0))
+        train_pairs = fit_pairs
         if not train_pairs:
             raise SipError(f"task {task_id!r}: --holdout-longest leaves no training pairs")
         train = DeviceSplit(make_split(*zip(*train_pairs)), self.device)
