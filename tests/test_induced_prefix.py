@@ -71,6 +71,19 @@ def test_the_induced_prefix_is_the_fsts_own_encoding_one_vector_per_transition(t
     assert torch.equal(tuner.model.prefix.detach(), mean.model.prefix.detach())
 
 
+def test_only_a_task_whose_fst_was_induced_trains_its_prefix_at_the_induced_lr(tmp_path):
+    _, model = _base(tmp_path)
+    tuner = _tuner(model, tmp_path / "run", "--prefix", "induced", "--prefix-length", "20", "--prefix-lr", "0.3",
+                   "--induced-prefix-lr", "0.01")
+    tuner._reset(3, _pairs(GOLD, 6))
+    assert tuner._prefix_lr() == 0.01
+    tuner._reset(3, [("ab", "x"), ("ab", "y")])  # no FST: the mean init, which needs the usual LR (session 23)
+    assert tuner.prefix_init.startswith("mean:") and tuner._prefix_lr() == 0.3
+    plain = _tuner(model, tmp_path / "run2", "--prefix", "induced", "--prefix-length", "20", "--prefix-lr", "0.3")
+    plain._reset(3, _pairs(GOLD, 6))
+    assert plain._prefix_lr() == 0.3
+
+
 def test_a_finetune_run_with_an_induced_prefix_records_it_and_saves_a_model_that_loads(tmp_path):
     _, model = _base(tmp_path)
     pairs = _pairs(GOLD, 5)

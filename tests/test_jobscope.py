@@ -62,8 +62,8 @@ def test_the_induced_prefix_lr_reaches_only_the_induced_runs_and_their_command()
     assert {"finetune/sip-d4-induced/iteration-s4", "finetune/sip-d4-induced/uc-s4", "table/table1"} <= hit
     assert not any(j.startswith("finetune/") and "/sip-d4-induced/" not in j for j in hit)
     gpu = config.resolve(PARAMS, "gpu")["finetune"]
-    assert pipeline.prefix_lr(gpu, "sip-d4-induced") == gpu["induced_prefix_lr"]
-    assert pipeline.prefix_lr(gpu, "sip-d4") == pipeline.by_model(gpu["prefix_lr"], "sip-d4") != gpu["induced_prefix_lr"]
+    assert pipeline.induced_prefix_flag(gpu, "sip-d4-induced") == f" --induced-prefix-lr {gpu['induced_prefix_lr']}"
+    assert pipeline.induced_prefix_flag(gpu, "sip-d4") == ""
 
 
 def test_every_scope_key_names_a_setting():

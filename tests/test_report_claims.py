@@ -81,6 +81,19 @@ def test_broken_ordering_and_missing_threshold_fail(scale):
     assert status("t1-uc-median", results, runs).status == "fail"
 
 
+def test_an_extension_is_no_rival_in_the_papers_claims(scale):
+    """sip-d4-induced (ours) may beat SIP-d4 without failing 'SIP-d4 best'; its own claims read its rows."""
+    runs, results = scale
+    for i in range(2):
+        write_run(runs, "sip-d4-induced", "iteration-s4", f"iteration-s4-{i}", 99.0)
+        write_run(runs, "sip-d4-induced", "uc-s4", f"uc-s4-{i}", 99.0)
+    build_table(runs, results, "table1", ["sip-d4", "sip-d4-noprefix", "te", "base", "naive", "set", "sip-d4-induced"])
+    assert status("t1-uc-median", results, runs).status == "pass"
+    assert not any("sip-d4-induced" in d for d in status("t1-uc-median", results, runs).details)
+    assert status("t1-induced-90", results, runs).status == "pass"
+    assert status("t1-induced", results, runs).status == "not significant"  # 2 tasks: p = 0.25 at best
+
+
 def test_missing_tables_and_rows_are_not_built(scale):
     runs, results = scale
     assert status("t11-long", results, runs).details == ("table11.csv missing",)

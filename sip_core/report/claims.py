@@ -1,8 +1,8 @@
 """The paper's claims checked against our result tables: pass / fail / not significant / not built.
 
 Each claim is data: a source table (``results/<scale>/<source>.csv``), an ordering chain such as
-``"sip-d4 > te > base|naive|set"`` (``|`` joins models of one tier, ``*`` = every other model of ours in
-the table, a number is a threshold), the settings it holds on, and the metric. Adjacent tiers are
+``"sip-d4 > te > base|naive|set"`` (``|`` joins models of one tier, ``*`` = every other model of the paper's in
+the table (not our extensions, pipeline.ModelSpec.extension), a number is a threshold), the settings it holds on, and the metric. Adjacent tiers are
 compared pairwise. A ``>`` between two models also needs a paired permutation test over tasks
 (one-sided, p < 0.05) when per-task runs of both exist; ``>=`` and thresholds need only the ordering.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sip_core import pipeline
 from sip_core.errors import SipError
 from sip_core.report import significance as sig
 from sip_core.report.tables import TABLES
@@ -47,6 +48,9 @@ CLAIMS = (
           "sip-d4 > *", _each("uc"), metric="acc_median", tested=False),
     Claim("t1-noprefix", "Table 1: fine-tuning without the prefix is below SIP-d4 on iteration", "table1",
           "sip-d4 > sip-d4-noprefix", _each("iteration")),
+    Claim("t1-induced", "Extension (ours): the induced prefix beats the paper's init on iteration", "table1", "sip-d4-induced > sip-d4", _each("iteration")),
+    Claim("t1-induced-90", "Extension (ours): the induced prefix gives SIP-d4 >= 90% on iteration", "table1",
+          "sip-d4-induced >= 90", _each("iteration")),
     Claim("t6-iteration", "Table 6: SIP-d4 best on iteration with 5, 7 and 10 states", "table6",
           "sip-d4 > *", _each("iteration-s5", "iteration-s7", "iteration-s10")),
     Claim("t6-uc", "Table 6: SIP-d4 best on UC with 5, 7 and 10 states", "table6",
@@ -175,10 +179,12 @@ def check_link(claim: Claim, frame: pd.DataFrame, left: str, rel: str, right: st
 
 
 def expand(claim: Claim, frame: pd.DataFrame):
-    """(left, relation, right) for every model of adjacent tiers; '*' = the table's other models of ours."""
+    """(left, relation, right) for every model of adjacent tiers; '*' = the table's other models of ours that the
+    paper has too (an extension is no rival in the paper's claims)."""
     tiers, relations = parse_chain(claim.chain)
     named = {m for tier in tiers for m in tier}
-    ours = [m for m in dict.fromkeys(frame["model"]) if not str(m).startswith("paper:") and m not in named]
+    ours = [m for m in dict.fromkeys(frame["model"]) if not str(m).startswith("paper:") and m not in named
+            and not (m in pipeline.MODELS and pipeline.MODELS[m].extension)]
     tiers = [[m for t in tier for m in (ours if t == "*" else [t])] for tier in tiers]
     return [(l, rel, r) for left, rel, right in zip(tiers, relations, tiers[1:]) for l in left for r in right]
 

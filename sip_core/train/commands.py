@@ -116,6 +116,9 @@ def register(commands, data_commands) -> None:
     p.add_argument("--eval-batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=3e-4, help="body LR")
     p.add_argument("--prefix-lr", type=float, default=1.0)
+    p.add_argument("--induced-prefix-lr", type=float, default=None, metavar="LR",
+                   help="prefix LR where --prefix induced found an FST (default: --prefix-lr); a run that falls "
+                        "back to the mean init trains its prefix at --prefix-lr")
     p.add_argument("--schedule", choices=["constant", "linear", "cosine"], default="constant",
                    help="LR decay over the run for both groups (the original: constant)")
     p.add_argument("--clip", type=float, default=1.0)

@@ -223,6 +223,13 @@ class FineTuner:
                             if init is not None else "mean: no FST a prefix can hold was induced")
         return init
 
+    def _prefix_lr(self) -> float:
+        """--induced-prefix-lr where this task's prefix starts as an induced FST (it starts where tuning should end);
+        --prefix-lr otherwise, the fallback to the mean init included (at 0.01 that init stalled, session 23)."""
+        induced_lr = getattr(self.args, "induced_prefix_lr", None)
+        induced = self.prefix_kind == "induced" and (self.prefix_init or "").startswith("induced")
+        return induced_lr if induced and induced_lr is not None else self.args.prefix_lr
+
     def _codebook(self, train_pairs) -> tuple[torch.Tensor | None, float]:
         """The task's single-transition codebook (``--prefix-codebook-states``) and the pull weight; the
         model reads its prefix through the codebook when ``--prefix-straight-through``."""
@@ -277,7 +284,8 @@ class FineTuner:
         train = DeviceSplit(make_split(*zip(*train_pairs)), self.device)
         test = DeviceSplit(make_split(*zip(*test_pairs)), self.device)
         codebook, pull = self._codebook(train_pairs)
-        optimizer = torch.optim.Adam([g for g in finetune_param_groups(model, args.lr, args.prefix_lr,
+        prefix_lr = self._prefix_lr()
+        optimizer = torch.optim.Adam([g for g in finetune_param_groups(model, args.lr, prefix_lr,
                                                                        getattr(args, "freeze_body", False))
                                       if g["params"]])
         evaluations, consistency_log = [], []
@@ -314,7 +322,7 @@ class FineTuner:
         for epoch in epochs:
             model.train()
             # two-stage tuning: the body waits while the prefix finds its place
-            base_lr = {"prefix": args.prefix_lr * lr_scale, "body": 0.0 if epoch < prefix_only else args.lr * lr_scale}
+            base_lr = {"prefix": prefix_lr * lr_scale, "body": 0.0 if epoch < prefix_only else args.lr * lr_scale}
             walks = None
             if consistency > 0:
                 walks, stats = self._walks(train, epoch, steps_per_epoch * args.batch_size)
@@ -377,7 +385,8 @@ class FineTuner:
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-                                "prefix_lr": args.prefix_lr, "schedule": schedule, "clip": args.clip,
+                                "prefix_lr": args.prefix_lr, "induced_prefix_lr": getattr(args, "induced_prefix_lr", None),
+                                "schedule": schedule, "clip": args.clip,
                                 "precision": args.precision,
                                 "freeze_body": bool(getattr(args, "freeze_body", False)),
                                 "prefix_length": args.prefix_length,
