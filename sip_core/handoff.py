@@ -124,8 +124,15 @@ def snakemake(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "snakemake", *args], capture_output=True, text=True)
 
 
+def jobs_path(out: Path) -> Path:
+    """``sip export --out``: the job list itself, or ``jobs.json`` in a directory given."""
+    return Path(out) / JOBS_FILE.name if Path(out).is_dir() else Path(out)
+
+
 def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 2) -> list[dict]:
-    """Build everything CPU-side for ``targets``, then write the GPU jobs still pending."""
+    """Build everything CPU-side for ``targets``, then write the GPU jobs still pending (to ``out``, or to
+    ``out/jobs.json`` where ``out`` is a directory)."""
+    out = jobs_path(out)
     config = ["--config", f"scale={scale}"]
     data = snakemake(["-j", str(jobs_n), *config, "--omit-from", *GPU_RULES, "--", *targets])
     if data.returncode != 0:
@@ -620,8 +627,9 @@ def register(commands, data_commands) -> None:
     exp = commands.add_parser("export", help="build a target's data here and list its GPU jobs (handoff/jobs.json)")
     exp.add_argument("targets", nargs="+")
     exp.add_argument("--scale", default="gpu")
-    exp.add_argument("--out", type=Path, default=JOBS_FILE)
-    exp.set_defaults(func=lambda a: _print_export(export(a.targets, a.scale, a.out), a.out))
+    exp.add_argument("--out", type=Path, default=JOBS_FILE,
+                     help=f"the job list to write (default {JOBS_FILE}; a directory: {JOBS_FILE.name} in it)")
+    exp.set_defaults(func=lambda a: _print_export(export(a.targets, a.scale, a.out), jobs_path(a.out)))
     run_p = commands.add_parser("handoff-run", help="on the GPU host: run pending hand-off jobs, pack outputs")
     run_p.add_argument("--jobs", type=Path, default=JOBS_FILE)
     run_p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "handoff/out")))

@@ -513,3 +513,16 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
     monkeypatch.setattr(handoff, "PACK_SECONDS", 0)
     assert handoff.run(Path("jobs.json"), tmp_path / "out2", budget_min=0.52, parallel=2) == {"done": 0, "failed": 0, "pending": 2}
     assert Path("slow0/start").exists() and Path("slow1/start").exists() and not Path("slow0/end").exists()
+
+
+def test_export_to_a_directory_writes_its_job_list_there(tmp_path, monkeypatch):
+    """`sip export ... --out DIR` used to end in a traceback (a directory cannot be replaced by a file)."""
+    import json
+    import subprocess
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(handoff, "snakemake", lambda args: subprocess.CompletedProcess(args, 0, stdout="", stderr=""))
+    Path("exported").mkdir()
+    assert handoff.export(["results/gpu/table2.csv"], "gpu", Path("exported")) == []
+    assert json.loads(Path("exported/jobs.json").read_text())["targets"] == ["results/gpu/table2.csv"]
+    assert handoff.jobs_path(Path("exported")) == Path("exported/jobs.json")
+    assert handoff.jobs_path(Path("mine.json")) == Path("mine.json")
