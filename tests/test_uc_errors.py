@@ -45,3 +45,25 @@ def test_test_strings_through_an_untrained_transition_are_counted_apart(tmp_path
     assert result["untrained_transitions"] == 2 and result["test_via_untrained"] == 2  # 'a' and 'b'
     assert result["acc"] == 50.0 and result["acc_via_untrained"] == 50.0
     assert result["first_error_at_first_unseen_combination"] == 1
+
+
+LEARNABLE = importlib.util.spec_from_file_location(
+    "uc_learnable", Path(__file__).resolve().parents[1] / "experiments" / "uc_learnable.py")
+uc_learnable = importlib.util.module_from_spec(LEARNABLE)
+LEARNABLE.loader.exec_module(uc_learnable)
+
+
+def test_the_transitions_no_training_string_can_take_are_found_without_sampling():
+    """The structural count (a search of the trimmed compositions) against what 2,000 sampled training strings take,
+    on the first five tasks of the params' UC seed: the gpu Table 1 tasks, two of which have such transitions."""
+    from sip_core.data.evaltasks import _task_job
+    missing = []
+    for i in range(5):
+        row, examples = _task_job(("uc-s4", 1432347623, i, 2000, 10, 1))
+        m = row["machine"]
+        usable = uc_learnable.trainable(m, {p["left"] for p in row["withheld"]}, {p["right"] for p in row["withheld"]})
+        taken = {idx for *_, split, x, _ in examples if split == "train" for idx in m.path(x)[1]}
+        assert taken <= usable
+        assert usable - taken == set()  # 2,000 strings take every transition they can
+        missing.append(len(m.transitions) - len(usable))
+    assert missing == [0, 0, 4, 0, 3]
