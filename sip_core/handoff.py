@@ -579,6 +579,9 @@ def _joined(parts: list[Path], tmp_dir: Path) -> Path:
 def import_archives(archives: list[Path], scale: str, targets: list[str]) -> None:
     """Unpack returned outputs, then tell Snakemake and DVC they are complete."""
     import tempfile
+    for path in archives:
+        if not path.is_file():
+            raise SipError(f"{path}: no such archive")
     with tempfile.TemporaryDirectory() as tmp:
         archive = _joined(archives, Path(tmp))
         try:

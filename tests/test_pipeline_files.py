@@ -117,6 +117,8 @@ def test_handoff_packs_a_checkpoint_without_its_resume_state_in_parts_that_impor
     monkeypatch.chdir(dest)
     with pytest.raises(SipError, match="parts must be"):
         handoff.import_archives(parts[1:], "gpu", ["t"])
+    with pytest.raises(SipError, match="no such archive"):
+        handoff.import_archives([tmp_path / "handoff-missing.tar.xz"], "gpu", ["t"])
     handoff.import_archives(list(reversed(parts)), "gpu", ["t"])
     assert (dest / ckpt / "model.safetensors").read_bytes() == model
     assert not (dest / ckpt / "checkpoints").exists()

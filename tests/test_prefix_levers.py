@@ -108,7 +108,11 @@ def test_prefix_only_epochs_keep_the_body_still_then_train_it(tmp_path):
                                             (["--prefix-dropout", "1"], "--prefix-dropout must be in [0, 1)"),
                                             (["--prefix-noise", "-0.1"], "--prefix-noise at least 0"),
                                             (["--length-weighting", "-1"], "--length-weighting must be at least 0"),
-                                            (["--holdout-longest", "1"], "--holdout-longest must be in [0, 1)")])
+                                            (["--holdout-longest", "1"], "--holdout-longest must be in [0, 1)"),
+                                            (["--lr=-1e-5"], "--lr must be at least 0"),
+                                            (["--prefix-lr", "nan"], "--prefix-lr must be at least 0"),
+                                            (["--induced-prefix-lr=-0.01"], "--induced-prefix-lr must be at least 0"),
+                                            (["--batch-size", "0"], "--batch-size and --eval-batch-size must be")])
 def test_bad_lever_values_are_one_line_errors(tmp_path, capsys, flags, message):
     _, model = _base(tmp_path)
     argv = ["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test", str(EXAMPLE / "test.tsv"),

@@ -536,6 +536,12 @@ def main(args) -> int:
         raise SipError("give --tasks FILE, or both --train and --test")
     if args.epochs < 1:
         raise SipError("--epochs must be at least 1")
+    if args.batch_size < 1 or args.eval_batch_size < 1:
+        raise SipError("--batch-size and --eval-batch-size must be at least 1")
+    for flag, value in (("--lr", args.lr), ("--prefix-lr", args.prefix_lr),
+                        ("--induced-prefix-lr", getattr(args, "induced_prefix_lr", None))):
+        if value is not None and not value >= 0:  # also NaN
+            raise SipError(f"{flag} must be at least 0, got {value}")
     if getattr(args, "prefix_init_fsts", 32) < 1:
         raise SipError("--prefix-init-fsts must be at least 1")
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
