@@ -73,6 +73,14 @@ def test_state_loss_needs_a_states_column(tmp_path):
                             progress=False, device="cpu", **TINY))
 
 
+@pytest.mark.parametrize("bad", [{"lr": -1e-3}, {"te_lr": float("nan")}, {"batch_size": 0}])
+def test_bad_optimiser_values_stop_before_anything_is_written(tmp_path, bad):
+    with pytest.raises(SipError, match="must be"):
+        run(PretrainOptions(variant="sip", data=str(tmp_path / "pool"), out=str(tmp_path / "run"), progress=False,
+                            device="cpu", **TINY, **bad))
+    assert not (tmp_path / "run").exists()
+
+
 def test_state_accuracy_rises(tmp_path):
     pool = write_pool(tmp_path / "pool", n_train_fsts=40, n_dev_fsts=2, n_test_fsts=2, per_fst=20, n_states=3,
                       states=True)

@@ -133,6 +133,8 @@ def run(opts: PretrainOptions) -> dict:
         raise SipError("--batch-size, --grad-accum and --clock-sync-every must be positive")
     if opts.state_loss < 0 or opts.curriculum_steps < 0:
         raise SipError("--state-loss and --curriculum-steps must be >= 0")
+    if not (opts.lr >= 0 and opts.te_lr >= 0):  # also NaN
+        raise SipError(f"--lr and --te-lr must be >= 0, got {opts.lr} and {opts.te_lr}")
     parse_window(opts.profile_steps)  # a malformed window stops here, not after the set-up
     if opts.cooldown_minutes and (opts.schedule != "wsd" or not opts.max_minutes or opts.cooldown_steps
                                   or opts.cooldown_minutes >= opts.max_minutes):
