@@ -92,6 +92,8 @@ def stages(params: dict) -> dict:
             outs = [f"results/{scale}/{table}.{ext}" for ext in ("csv", "md", "meta.json")]
             if table == "table6":
                 outs.append(f"results/{scale}/fig3_more_states.png")
+            if table == "pretrain":
+                outs.append(f"results/{scale}/fig_pretrain_curves.png")
             if table == "probe":
                 outs += [f"results/{scale}/fig5_confusion_{split}.png" for split in ("train", "test")]
             outs += [f"results/{scale}/{extra}" for extra in APPENDIX_TABLES.get(table, ())]

@@ -110,3 +110,21 @@ def test_pretrain_table_reads_each_final_evaluation_and_its_runs_facts(tmp_path)
     assert runs.set_index("model").loc["sip-d4", ["steps", "wall_s", "commit"]].tolist() == [9000, 1116.7, "0d2601c"]
     with pytest.raises(SipError, match="pretrain_metrics.json is missing"):
         tables.pretrain_table([tmp_path / "nothing"])
+
+
+def test_the_pretraining_figure_draws_one_labelled_curve_per_model_with_a_curve(tmp_path, monkeypatch):
+    from sip_core.report import figures
+    for name, final, curve in (("sip-d4", {"dev_acc": 98.5}, [{"step": 50, "loss": 4.0}, {"step": 100, "loss": 0.5}]),
+                               ("te", {"easy_dev_acc": 3.9}, [{"step": 50, "loss": 4.8}, {"step": 100, "loss": 0.1}]),
+                               ("old", {}, [])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "pretrain_metrics.json").write_text(json.dumps({"final": final, "curve": curve}))
+    import matplotlib.axes
+    drawn = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, y, **kw: (drawn.append((x, y, kw["label"])),
+                                                                               plot(self, x, y, **kw))[1])
+    out = tmp_path / "curves.png"
+    figures.pretrain_figure([tmp_path / "sip-d4", tmp_path / "te", tmp_path / "old"], out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn == [([50, 100], [4.0, 0.5], "sip-d4 (dev 98.5%)"), ([50, 100], [4.8, 0.1], "te (seen FSTs 3.9%)")]

@@ -14,7 +14,8 @@ def register(commands, data_commands) -> None:
     table.add_argument("--eval", nargs="*", default=[], help="Table 5: evaluation task examples files")
     table.add_argument("--params", default=None, help="params.yaml (default: the repository's)")
     table.add_argument("--out", required=True, help="output CSV path; .md and .meta.json go beside it")
-    table.add_argument("--figure", help="also draw Figure 3 here (table6)")
+    table.add_argument("--figure", help="also draw the table's figure here (table6: Figure 3; pretrain: the "
+                       "training curves)")
     table.add_argument("--checkpoints", nargs="*", default=[],
                        help="pretrain: checkpoint directories (each with pretrain_metrics.json)")
     table.set_defaults(func=_table)
@@ -145,6 +146,10 @@ def _table(args) -> int:
         meta["models"] = {r["model"]: {k: r[k] for k in ("steps", "wall_s", "device", "status", "commit")}
                           for r in runs.to_dict("records")}
         tables.write_table(frame, args.out, "pretrain", "Simulation exact match of the pre-trained models", meta)
+        if args.figure:
+            from sip_core.report.figures import pretrain_figure
+
+            pretrain_figure([Path(c) for c in args.checkpoints], args.figure, f" ({args.scale})")
         print("pretrain: " + ", ".join(f"{r.model} {r.setting} {r.value:.1f}" for r in frame.itertuples()))
         return 0
     if args.table not in tables.TABLES:

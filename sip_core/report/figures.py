@@ -1,4 +1,5 @@
-"""Figures people would rather look at than read: Figure 3 (accuracy deviation from base vs states)."""
+"""Figures people would rather look at than read: Figure 3 (accuracy deviation from base vs states) and the
+pre-training curves (training loss per step of each pre-trained model)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,6 +33,39 @@ def more_states_figure(table6: pd.DataFrame, out: str | Path, title_suffix: str 
         ax.set_xticks(sorted(sub["states"].unique()))
     axes[0].set_ylabel("accuracy − base (points)")
     axes[1].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=130, format="png")
+    plt.close(fig)
+
+
+def pretrain_figure(checkpoints: list[Path], out: str | Path, title_suffix: str = "") -> None:
+    """Training loss per step of each pre-trained model (log scale), each labelled with its final exact match (dev:
+    unseen FSTs): whether pre-training from scratch converged, at a glance."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for ckpt in checkpoints:
+        metrics = json.loads((Path(ckpt) / "pretrain_metrics.json").read_text())
+        curve = [point for point in metrics.get("curve") or [] if "loss" in point and "step" in point]
+        if not curve:
+            continue
+        final = metrics.get("final") or {}
+        # dev: unseen FSTs (Set: its own held-out sets); TE has seen FSTs only (its task table)
+        score = next((f" ({name} {final[key]:.1f}%)" for key, name in (("dev_acc", "dev"), ("easy_dev_acc", "seen FSTs"))
+                      if final.get(key) is not None), "")
+        label = Path(ckpt).name + score
+        ax.plot([p["step"] for p in curve], [p["loss"] for p in curve], label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss")
+    ax.set_title(f"Pre-training from a random init{title_suffix}")
+    ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=130, format="png")

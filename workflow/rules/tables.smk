@@ -79,6 +79,7 @@ rule pretrain_table:
         csv=report("results/{scale}/pretrain.csv", caption="../report/table.rst", category="Tables"),
         md="results/{scale}/pretrain.md",
         meta="results/{scale}/pretrain.meta.json",
+        figure=report("results/{scale}/fig_pretrain_curves.png", caption="../report/figure.rst", category="Figures"),
     params:
         checkpoints=lambda wc, input: " ".join(os.path.dirname(p) for p in input),
     log:
@@ -87,4 +88,4 @@ rule pretrain_table:
         CONDA_ENV
     shell:
         "python -m sip_core.cli table --table pretrain --scale {wildcards.scale} --checkpoints {params.checkpoints}"
-        " --out {output.csv} > {log} 2>&1"
+        " --out {output.csv} --figure {output.figure} > {log} 2>&1"
