@@ -1,15 +1,9 @@
-"""experiments/uc_errors.py: where a wrong UC prediction first goes wrong, and which test strings need a transition
-that no training string takes (the numbers of docs/RESULTS.md, Table 1 UC)."""
-import importlib.util
-from pathlib import Path
-
+"""sip_core.analysis.uc_learnability: where a wrong UC prediction first goes wrong, and which test strings need a
+transition that no training string takes (the numbers of docs/RESULTS.md, Table 1 UC)."""
 import pandas as pd
 
+from sip_core.analysis import uc_learnability as uc_errors
 from sip_core.fst.machine import Machine
-
-SPEC = importlib.util.spec_from_file_location("uc_errors", Path(__file__).resolve().parents[1] / "experiments" / "uc_errors.py")
-uc_errors = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(uc_errors)
 
 # 0 -a:x-> 1 (a withheld left, index 0), 1 -b:y-> 2 (a withheld right, 1), 0 -c:c-> 2 (2), 2 -d:-> 2 (3); 2 final
 M = Machine(3, (2,), ((0, "a", "x", 1), (1, "b", "y", 2), (0, "c", "c", 2), (2, "d", "", 2)), "abcd")
@@ -41,16 +35,10 @@ def test_test_strings_through_an_untrained_transition_are_counted_apart(tmp_path
         eval_dir / "examples.parquet")
     pd.DataFrame({"input": ["ab", "abd"], "gold": ["xy", "xy"], "prediction": ["xy", "xz"]}).to_parquet(
         runs / "predictions.parquet")
-    [result] = uc_errors.analyse(eval_dir, runs.parent).to_dict("records")
+    [result] = uc_errors.run_errors(eval_dir, runs.parent).to_dict("records")
     assert result["untrained_transitions"] == 2 and result["test_via_untrained"] == 2  # 'a' and 'b'
     assert result["acc"] == 50.0 and result["acc_via_untrained"] == 50.0
     assert result["first_error_at_first_unseen_combination"] == 1
-
-
-LEARNABLE = importlib.util.spec_from_file_location(
-    "uc_learnable", Path(__file__).resolve().parents[1] / "experiments" / "uc_learnable.py")
-uc_learnable = importlib.util.module_from_spec(LEARNABLE)
-LEARNABLE.loader.exec_module(uc_learnable)
 
 
 def test_the_transitions_no_training_string_can_take_are_found_without_sampling():
@@ -61,7 +49,7 @@ def test_the_transitions_no_training_string_can_take_are_found_without_sampling(
     for i in range(5):
         row, examples = _task_job(("uc-s4", 1432347623, i, 2000, 10, 1))
         m = row["machine"]
-        usable = uc_learnable.trainable(m, {p["left"] for p in row["withheld"]}, {p["right"] for p in row["withheld"]})
+        usable = uc_errors.trainable(m, {p["left"] for p in row["withheld"]}, {p["right"] for p in row["withheld"]})
         taken = {idx for *_, split, x, _ in examples if split == "train" for idx in m.path(x)[1]}
         assert taken <= usable
         assert usable - taken == set()  # 2,000 strings take every transition they can
