@@ -78,54 +78,55 @@ def _accepting_transitions(walker: Walker, g: Machine) -> set[int]:
 
 
 def run_errors(eval_dir: Path, runs_dir: Path) -> pd.DataFrame:
+    """`task_errors` for every task of a UC eval set that ``runs_dir`` has a run of."""
     fsts = pd.read_parquet(eval_dir / "fsts.parquet")
     examples = pd.read_parquet(eval_dir / "examples.parquet")
     rows = []
     for _, fst in fsts.sort_values("task_id").iterrows():
-        task = fst["task_id"]
-        run = runs_dir / task / "predictions.parquet"
-        if not run.exists():
-            continue
-        machine = Machine.from_row(fst.to_dict())
-        lefts = {int(p["left"]) for p in fst["withheld"]}
-        rights = {int(p["right"]) for p in fst["withheld"]}
-        train = examples[(examples["task_id"] == task) & (examples["split"] == "train")]
-        ostia = Ostia(zip(train["input"], train["output"])).learn()
-        trained = set()  # transitions some training string takes
-        for x in train["input"]:
-            trained.update(machine.path(x)[1])
-        preds = pd.read_parquet(run)
-        wrong = at_unseen = before_unseen = 0
-        untrained_strings = untrained_right = trained_right = 0
-        same_as_ostia = ostia_right = 0
-        for x, gold, pred in zip(preds["input"], preds["gold"], preds["prediction"]):
-            induced = ostia.apply(x)
-            ostia_right += induced == gold
-            same_as_ostia += induced == pred
-            if not set(machine.path(x)[1]) <= trained:
-                untrained_strings += 1
-                untrained_right += pred == gold
-            else:
-                trained_right += pred == gold
-            if pred == gold:
-                continue
-            wrong += 1
-            step, used = divergence_step(machine, x, pred)
-            unseen = first_unseen_step(used, lefts, rights)
-            if step is not None and unseen is not None:
-                at_unseen += step == unseen
-                before_unseen += step < unseen
-        n = len(preds)
-        rows.append({"task": task, "n_test": n, "acc": round(100 * (n - wrong) / n, 1),
-                     "wrong": wrong, "first_error_at_first_unseen_combination": at_unseen,
-                     "first_error_before_it": before_unseen,
-                     "ostia_acc": round(100 * ostia_right / n, 1), "same_output_as_ostia": round(100 * same_as_ostia / n, 1),
-                     "withheld_pairs": len(fst["withheld"]),
-                     "untrained_transitions": len(set(range(len(machine.transitions))) - trained),
-                     "test_via_untrained": untrained_strings,
-                     "acc_via_untrained": round(100 * untrained_right / untrained_strings, 1) if untrained_strings else None,
-                     "acc_rest": round(100 * trained_right / (n - untrained_strings), 1) if n > untrained_strings else None})
+        run = runs_dir / fst["task_id"] / "predictions.parquet"
+        if run.exists():
+            train = examples[(examples["task_id"] == fst["task_id"]) & (examples["split"] == "train")]
+            rows.append(task_errors(fst.to_dict(), list(zip(train["input"], train["output"])), pd.read_parquet(run)))
     return pd.DataFrame(rows)
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return round(100 * part / whole, 1) if whole else None
+
+
+def task_errors(fst: dict, train: list[tuple[str, str]], preds: pd.DataFrame) -> dict:
+    """One run of one UC task (its fsts.parquet row, training pairs, predictions): accuracy; where wrong outputs
+    first go wrong against the first unseen combination; OSTIA's accuracy and agreement; the transitions no training
+    string takes and the accuracy on the test strings that take one and on the rest."""
+    machine = Machine.from_row(fst)
+    lefts, rights = {int(p["left"]) for p in fst["withheld"]}, {int(p["right"]) for p in fst["withheld"]}
+    ostia = Ostia(train).learn()
+    trained = {idx for x, _ in train for idx in machine.path(x)[1]}  # transitions some training string takes
+    count = dict.fromkeys(("wrong", "at", "before", "ostia_right", "same_as_ostia", "untrained", "untrained_right"), 0)
+    for x, gold, pred in zip(preds["input"], preds["gold"], preds["prediction"]):
+        induced = ostia.apply(x)
+        count["ostia_right"] += induced == gold
+        count["same_as_ostia"] += induced == pred
+        if not set(machine.path(x)[1]) <= trained:
+            count["untrained"] += 1
+            count["untrained_right"] += pred == gold
+        if pred == gold:
+            continue
+        count["wrong"] += 1
+        step, used = divergence_step(machine, x, pred)
+        unseen = first_unseen_step(used, lefts, rights)
+        if step is not None and unseen is not None:
+            count["at"] += step == unseen
+            count["before"] += step < unseen
+    n, rest = len(preds), len(preds) - count["untrained"]
+    return {"task": fst["task_id"], "n_test": n, "acc": _pct(n - count["wrong"], n), "wrong": count["wrong"],
+            "first_error_at_first_unseen_combination": count["at"], "first_error_before_it": count["before"],
+            "ostia_acc": _pct(count["ostia_right"], n), "same_output_as_ostia": _pct(count["same_as_ostia"], n),
+            "withheld_pairs": len(fst["withheld"]),
+            "untrained_transitions": len(set(range(len(machine.transitions))) - trained),
+            "test_via_untrained": count["untrained"],
+            "acc_via_untrained": _pct(count["untrained_right"], count["untrained"]),
+            "acc_rest": _pct(rest - (count["wrong"] - (count["untrained"] - count["untrained_right"])), rest)}
 
 
 def survey(setting: str, tasks: int, seed: int, n_test: int) -> dict:
