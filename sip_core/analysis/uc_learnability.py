@@ -102,7 +102,8 @@ def task_errors(fst: dict, train: list[tuple[str, str]], preds: pd.DataFrame) ->
     lefts, rights = {int(p["left"]) for p in fst["withheld"]}, {int(p["right"]) for p in fst["withheld"]}
     ostia = Ostia(train).learn()
     trained = {idx for x, _ in train for idx in machine.path(x)[1]}  # transitions some training string takes
-    count = dict.fromkeys(("wrong", "at", "before", "ostia_right", "same_as_ostia", "untrained", "untrained_right"), 0)
+    count = dict.fromkeys(("wrong", "at", "before", "ostia_right", "same_as_ostia", "untrained", "untrained_right",
+                           "rest_right"), 0)
     for x, gold, pred in zip(preds["input"], preds["gold"], preds["prediction"]):
         induced = ostia.apply(x)
         count["ostia_right"] += induced == gold
@@ -110,6 +111,8 @@ def task_errors(fst: dict, train: list[tuple[str, str]], preds: pd.DataFrame) ->
         if not set(machine.path(x)[1]) <= trained:
             count["untrained"] += 1
             count["untrained_right"] += pred == gold
+        else:
+            count["rest_right"] += pred == gold
         if pred == gold:
             continue
         count["wrong"] += 1
@@ -126,7 +129,7 @@ def task_errors(fst: dict, train: list[tuple[str, str]], preds: pd.DataFrame) ->
             "untrained_transitions": len(set(range(len(machine.transitions))) - trained),
             "test_via_untrained": count["untrained"],
             "acc_via_untrained": _pct(count["untrained_right"], count["untrained"]),
-            "acc_rest": _pct(rest - (count["wrong"] - (count["untrained"] - count["untrained_right"])), rest)}
+            "acc_rest": _pct(count["rest_right"], rest)}
 
 
 def survey(setting: str, tasks: int, seed: int, n_test: int) -> dict:

@@ -2,8 +2,8 @@
 
 Each claim is data: a source table (``results/<scale>/<source>.csv``), an ordering chain such as
 ``"sip-d4 > te > base|naive|set"`` (``|`` joins models of one tier, ``*`` = every other model of the paper's in
-the table (not our extensions, pipeline.ModelSpec.extension), a number is a threshold), the settings it holds on, and the metric. Adjacent tiers are
-compared pairwise. A ``>`` between two models also needs a paired permutation test over tasks
+the table, not our extensions (pipeline.ModelSpec.extension); a number is a threshold), the settings it holds on,
+and the metric. Adjacent tiers are compared pairwise. A ``>`` between two models also needs a paired permutation test over tasks
 (one-sided, p < 0.05) when per-task runs of both exist; ``>=`` and thresholds need only the ordering.
 """
 from __future__ import annotations
@@ -48,7 +48,8 @@ CLAIMS = (
           "sip-d4 > *", _each("uc"), metric="acc_median", tested=False),
     Claim("t1-noprefix", "Table 1: fine-tuning without the prefix is below SIP-d4 on iteration", "table1",
           "sip-d4 > sip-d4-noprefix", _each("iteration")),
-    Claim("t1-induced", "Extension (ours): the induced prefix beats the paper's init on iteration", "table1", "sip-d4-induced > sip-d4", _each("iteration")),
+    Claim("t1-induced", "Extension (ours): the induced prefix beats the paper's init on iteration", "table1",
+          "sip-d4-induced > sip-d4", _each("iteration")),
     Claim("t1-induced-90", "Extension (ours): the induced prefix gives SIP-d4 >= 90% on iteration", "table1",
           "sip-d4-induced >= 90", _each("iteration")),
     Claim("t6-iteration", "Table 6: SIP-d4 best on iteration with 5, 7 and 10 states", "table6",

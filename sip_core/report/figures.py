@@ -9,13 +9,25 @@ import pandas as pd
 from sip_core.io import atomic_path
 
 
-def more_states_figure(table6: pd.DataFrame, out: str | Path, title_suffix: str = "") -> None:
-    """Paper Figure 3: accuracy minus the base model's, per number of states, iteration and UC."""
+def _pyplot():
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig, out: str | Path) -> None:
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=130, format="png")
+    fig.clf()
+    _pyplot().close(fig)
+
+
+def more_states_figure(table6: pd.DataFrame, out: str | Path, title_suffix: str = "") -> None:
+    """Paper Figure 3: accuracy minus the base model's, per number of states, iteration and UC."""
+    plt = _pyplot()
     acc = table6[table6["metric"] == "acc"].copy()
     acc[["kind", "states"]] = acc["setting"].str.extract(r"^(iteration|uc)-s(\d+)$")
     acc["states"] = acc["states"].astype(int)
@@ -34,9 +46,7 @@ def more_states_figure(table6: pd.DataFrame, out: str | Path, title_suffix: str 
     axes[0].set_ylabel("accuracy − base (points)")
     axes[1].legend(fontsize=8, frameon=False)
     fig.tight_layout()
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=130, format="png")
-    plt.close(fig)
+    _save(fig, out)
 
 
 def pretrain_figure(checkpoints: list[Path], out: str | Path, title_suffix: str = "") -> None:
@@ -44,12 +54,7 @@ def pretrain_figure(checkpoints: list[Path], out: str | Path, title_suffix: str 
     unseen FSTs): whether pre-training from scratch converged, at a glance."""
     import json
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = _pyplot().subplots(figsize=(6, 3.6))
     for ckpt in checkpoints:
         metrics = json.loads((Path(ckpt) / "pretrain_metrics.json").read_text())
         curve = [point for point in metrics.get("curve") or [] if "loss" in point and "step" in point]
@@ -57,8 +62,8 @@ def pretrain_figure(checkpoints: list[Path], out: str | Path, title_suffix: str 
             continue
         final = metrics.get("final") or {}
         # dev: unseen FSTs (Set: its own held-out sets); TE has seen FSTs only (its task table)
-        score = next((f" ({name} {final[key]:.1f}%)" for key, name in (("dev_acc", "dev"), ("easy_dev_acc", "seen FSTs"))
-                      if final.get(key) is not None), "")
+        shown = (("dev_acc", "dev"), ("easy_dev_acc", "seen FSTs"))
+        score = next((f" ({name} {final[key]:.1f}%)" for key, name in shown if final.get(key) is not None), "")
         label = Path(ckpt).name + score
         ax.plot([p["step"] for p in curve], [p["loss"] for p in curve], label=label)
     ax.set_yscale("log")
@@ -67,6 +72,4 @@ def pretrain_figure(checkpoints: list[Path], out: str | Path, title_suffix: str 
     ax.set_title(f"Pre-training from a random init{title_suffix}")
     ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=130, format="png")
-    plt.close(fig)
+    _save(fig, out)

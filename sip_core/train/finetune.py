@@ -150,6 +150,7 @@ class FineTuner:
         self.fst_sample = load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft", "induced") else None
         self.fst_encoder = base.fst_encoder
         self.prefix_init = None  # --prefix induced: what the last run started from
+        self.prefix_induced = False  # ... and whether that was an induced FST (then --induced-prefix-lr applies)
         if self.prefix_kind in ("mean", "random", "induced"):
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
         elif self.prefix_kind == "soft":
@@ -219,6 +220,7 @@ class FineTuner:
         config = self.model.config
         init, machine = induced_prefix(self.fst_encoder, train_pairs, config.prefix_length, self.model.t5.shared,
                                        config.num_states, config.symbols)
+        self.prefix_induced = init is not None
         self.prefix_init = (f"induced: {machine.n_states} states, {len(machine.transitions)} transitions"
                             if init is not None else "mean: no FST a prefix can hold was induced")
         return init
@@ -227,8 +229,7 @@ class FineTuner:
         """--induced-prefix-lr where this task's prefix starts as an induced FST (it starts where tuning should end);
         --prefix-lr otherwise, the fallback to the mean init included (at 0.01 that init stalled, session 23)."""
         induced_lr = getattr(self.args, "induced_prefix_lr", None)
-        induced = self.prefix_kind == "induced" and (self.prefix_init or "").startswith("induced")
-        return induced_lr if induced and induced_lr is not None else self.args.prefix_lr
+        return induced_lr if self.prefix_induced and induced_lr is not None else self.args.prefix_lr
 
     def _codebook(self, train_pairs) -> tuple[torch.Tensor | None, float]:
         """The task's single-transition codebook (``--prefix-codebook-states``) and the pull weight; the
@@ -385,7 +386,8 @@ class FineTuner:
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
-                                "prefix_lr": args.prefix_lr, "induced_prefix_lr": getattr(args, "induced_prefix_lr", None),
+                                "prefix_lr": args.prefix_lr,
+                                "induced_prefix_lr": getattr(args, "induced_prefix_lr", None),
                                 "schedule": schedule, "clip": args.clip,
                                 "precision": args.precision,
                                 "freeze_body": bool(getattr(args, "freeze_body", False)),

@@ -157,8 +157,9 @@ def finetune_args(wildcards, phash=None):
     return (f"--prefix {spec.prefix} --epochs {fam['epochs']} --eval-last {fam['eval_last']}"
             f" --report-last {fam['report_last']} --batch-size {pipeline.by_model(fam['batch'], wildcards.model)}"
             f" --eval-batch-size {fam['test_batch']} --lr {pipeline.by_model(fam['lr'], wildcards.model)}"
-            f" --prefix-lr {pipeline.by_model(ft['prefix_lr'], wildcards.model)}{pipeline.induced_prefix_flag(ft, wildcards.model)}"
-            f" --prefix-length {pipeline.by_model(ft['prefix_length'], wildcards.model)} --clip {ft['clip']}"
+            f" --prefix-lr {pipeline.by_model(ft['prefix_lr'], wildcards.model)}"
+            + pipeline.induced_prefix_flag(ft, wildcards.model)
+            + f" --prefix-length {pipeline.by_model(ft['prefix_length'], wildcards.model)} --clip {ft['clip']}"
             f" --seed {ft['seed'] + SEED_OFFSET} --scale {wildcards.scale} --params-hash {phash}"
             # optional: absent means the original's constant LR (and leaves the ci/cpu commands as they were)
             + (f" --schedule {pipeline.by_model(ft['schedule'], wildcards.model)}" if "schedule" in ft else "")
