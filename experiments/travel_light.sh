@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make a device call's working tree lighter: leave tracked files that no GPU job reads out of git's index (a device
 # call sends tracked and untracked-not-ignored files, 64 MiB in all), and put them back after the calls.
-#   bash experiments/travel_light.sh drop [PATH...]   (default: experiments/results and models/sip-d4-small, 25 MiB)
+#   bash experiments/travel_light.sh drop [PATH...]   (default: experiments/results and the two small releases, 31 MiB)
 #   bash experiments/travel_light.sh drop models/sip-d4/model.safetensors   (to carry a baseline's 36-MB checkpoint)
 #   bash experiments/travel_light.sh restore          (always, before the next commit: see below)
 # The files stay on disk. While dropped they are staged deletions, so a commit would delete them: `restore` first.
@@ -21,7 +21,7 @@ restore() {
 }
 
 drop() {
-    [ $# -gt 0 ] || set -- experiments/results models/sip-d4-small
+    [ $# -gt 0 ] || set -- experiments/results models/sip-d4-small models/sip-nd7-small
     [ -s "$list" ] && { echo "travel-light: already dropped ($list); restore first" >&2; exit 1; }
     git ls-files -- "$@" > "$list"
     [ -s "$list" ] || { echo "travel-light: no tracked file under $*" >&2; rm -f "$list"; exit 1; }

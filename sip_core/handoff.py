@@ -569,6 +569,11 @@ def _joined(parts: list[Path], tmp_dir: Path) -> Path:
     if [p.name for p in names] != expected:
         raise SipError(f"hand-off parts must be {ARCHIVE}.00 .. .{len(names) - 1:02d} of one call, "
                        f"got {', '.join(p.name for p in names)}")
+    # a call's parts lie side by side: one left out would truncate the archive
+    missing = names[-1].with_name(f"{ARCHIVE}.{len(names):02d}")
+    if missing.is_file():
+        raise SipError(f"{missing} lies beside the given part(s): give all parts of the call "
+                       f"({names[0].parent}/{ARCHIVE}.*)")
     whole = tmp_dir / ARCHIVE
     with open(whole, "wb") as out:
         for part in names:
@@ -586,17 +591,18 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
         archive = _joined(archives, Path(tmp))
         try:
             tar = tarfile.open(archive)
+            members = tar.getmembers()  # reads to the end: a truncated archive fails here, before anything is written
         except tarfile.TarError as err:
             raise SipError(f"{archive.name}: not a complete hand-off archive ({err}); were all parts given?") from None
         with tar:
-            for member in tar.getmembers():
+            for member in members:
                 if member.name.startswith("/") or ".." in Path(member.name).parts:
                     raise SipError(f"{archive.name}: unsafe path {member.name!r}")
             tar.extractall(".", filter="data")
             # finished tasks per staging directory (one travels only with at least one finished task)
-            staged = Counter(Path(m.name).parents[1] for m in tar.getmembers()
+            staged = Counter(Path(m.name).parents[1] for m in members
                              if m.name.endswith("/metrics.json") and Path(m.name).parents[1].name.endswith(".partial"))
-            _drop_superseded_staging([m.name for m in tar.getmembers()])
+            _drop_superseded_staging([m.name for m in members])
     if staged:
         jobs = ", ".join(f"{_job_of_staging(d)}: {count}" for d, count in sorted(staged.items()))
         print(f"import: the finished tasks of {len(staged)} unfinished fine-tuning job(s) restored ({jobs}); "

@@ -117,7 +117,7 @@ def _same_outputs(a: Path, b: Path) -> None:
     wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     ma, mb = json.loads((a / "metrics.json").read_text()), json.loads((b / "metrics.json").read_text())
-    ma.pop("wall_seconds"), mb.pop("wall_seconds")
+    [m.pop(k) for m in (ma, mb) for k in ("wall_seconds", "eval_seconds")]
     assert ma == mb
     assert pq.read_table(a / "predictions.parquet").equals(pq.read_table(b / "predictions.parquet"))
 
@@ -157,7 +157,7 @@ def test_killed_multi_task_run_keeps_finished_tasks(base, tmp_path):
     for tid in ("iteration-s2-0", "iteration-s2-1"):
         a, b = tmp_path / "full" / tid, tmp_path / "run" / tid
         ma, mb = json.loads((a / "metrics.json").read_text()), json.loads((b / "metrics.json").read_text())
-        ma.pop("wall_seconds"), mb.pop("wall_seconds")
+        [m.pop(k) for m in (ma, mb) for k in ("wall_seconds", "eval_seconds")]
         assert ma == mb
         assert pq.read_table(a / "predictions.parquet").equals(pq.read_table(b / "predictions.parquet"))
 

@@ -117,6 +117,14 @@ def test_handoff_packs_a_checkpoint_without_its_resume_state_in_parts_that_impor
     monkeypatch.chdir(dest)
     with pytest.raises(SipError, match="parts must be"):
         handoff.import_archives(parts[1:], "gpu", ["t"])
+    with pytest.raises(SipError, match="give all parts"):  # the first parts alone, the rest beside them
+        handoff.import_archives(parts[:2], "gpu", ["t"])
+    lone = tmp_path / "lone" / parts[0].name  # a truncated archive with no parts beside it: refused, nothing written
+    lone.parent.mkdir()
+    lone.write_bytes(parts[0].read_bytes())
+    with pytest.raises(SipError, match="not a complete hand-off archive"):
+        handoff.import_archives([lone], "gpu", ["t"])
+    assert not list(dest.iterdir())
     with pytest.raises(SipError, match="no such archive"):
         handoff.import_archives([tmp_path / "handoff-missing.tar.xz"], "gpu", ["t"])
     handoff.import_archives(list(reversed(parts)), "gpu", ["t"])

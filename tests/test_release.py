@@ -93,3 +93,21 @@ def test_saved_weights_get_the_usual_file_mode_not_mkstemps_0600(released):
     os.umask(umask)
     for name in ("config.json", "model.safetensors", "prefix_init.safetensors"):
         assert (released / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
+
+
+@pytest.mark.parametrize("release", sorted(p.name for p in (ROOT / "models").iterdir() if p.is_dir()))
+def test_each_committed_release_loads_and_its_card_states_its_own_numbers(release):
+    """What models/ ships: a loadable SIP checkpoint, a model card whose unseen-FST results and parameter count are
+    the ones its pretrain_metrics.json measured, and a size fit for git (the small ones ≤ 16 MB, issue 6)."""
+    from sip_core.model.loading import load_sip
+    path = ROOT / "models" / release
+    metrics = json.loads((path / "pretrain_metrics.json").read_text())
+    card = (path / "README.md").read_text()
+    model = load_sip(path)
+    n_params = sum(p.numel() for p in model.parameters())
+    assert metrics["status"] == "finished" and metrics["n_params"] == n_params
+    assert f"{n_params:,}" in card or f"{n_params / 1e6:.0f}M" in card
+    final = metrics["final"]
+    assert f"dev {final['dev_acc']:.1f}%" in card and f"test {final['test_acc']:.1f}%" in card
+    size_mb = (path / "model.safetensors").stat().st_size / 1e6
+    assert size_mb <= (16 if release.endswith("-small") else 40)

@@ -51,6 +51,7 @@ def test_finetune_all_tasks_then_evaluate_and_predict(tmp_path):
         assert m["prefix"] == "mean" and len(m["epochs"]) == 3 and m["n_test"] == 4
         assert m["reported"]["acc"] == sum(e["acc"] for e in m["epochs"]) / 3
         assert {"run_id", "seed", "steps", "device", "commit"} <= m.keys() and m["deterministic"] is True and m["determinism"] == "strict"
+        assert 0 < m["eval_seconds"] < m["wall_seconds"]  # three test decodings, part of the run's time
         preds = pq.read_table(tmp_path / "ft" / tid / "predictions.parquet")
         assert preds.column_names == ["input", "gold", "prediction"] and len(preds) == 4
     # a TSV task with the no-prefix ablation, the model saved, then evaluate and predict with it

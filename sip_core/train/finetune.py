@@ -291,7 +291,7 @@ class FineTuner:
                                       if g["params"]])
         evaluations, consistency_log = [], []
         predictions = None
-        steps, start_epoch, seconds_before = 0, 0, 0.0
+        steps, start_epoch, seconds_before, eval_seconds = 0, 0, 0.0, 0.0
         if resume_from is not None:
             payload, _ = ckpt.load_checkpoint(resume_from)
             model.load_state_dict(payload["model"])
@@ -299,6 +299,7 @@ class FineTuner:
             runtime.set_rng_state(payload["rng"][dist.rank])
             start_epoch, steps, evaluations = payload["epoch"], payload["steps"], payload["evaluations"]
             seconds_before = payload["seconds"]
+            eval_seconds = payload.get("eval_seconds", 0.0)
             if dist.is_main:
                 print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from})", flush=True)
         first_eval = args.epochs - args.eval_last if args.eval_last > 0 else 0
@@ -352,7 +353,9 @@ class FineTuner:
                 steps += 1
             if epoch >= first_eval:
                 if dist.is_main:  # the others go on to the next epoch and wait in its first all-reduce
+                    eval_started = time.monotonic()
                     predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
+                    eval_seconds += time.monotonic() - eval_started
                     row = score(predictions, test.split.outputs)
                     evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
                     # the curve so far, so that a run stopped by a time limit still tells what it learned
@@ -364,7 +367,7 @@ class FineTuner:
                 if dist.is_main:
                     payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rngs,
                                "epoch": epoch + 1, "steps": steps, "evaluations": evaluations,
-                               "seconds": seconds_before + time.monotonic() - started}
+                               "seconds": seconds_before + time.monotonic() - started, "eval_seconds": eval_seconds}
                     ckpt.save_checkpoint(out_dir, epoch + 1, payload, model.config.to_json_string())
                 dist.barrier()
                 last_save = time.monotonic()
@@ -372,7 +375,9 @@ class FineTuner:
         if not dist.is_main:
             return {}
         if predictions is None:  # --eval-last beyond the resumed epoch, or no evaluation epoch at all
+            eval_started = time.monotonic()
             predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
+            eval_seconds += time.monotonic() - eval_started
         metrics = {
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
@@ -385,6 +390,7 @@ class FineTuner:
             "determinism": self.determinism,  # off / math / strict (--determinism, $SIP_DETERMINISTIC)
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
+            "eval_seconds": round(eval_seconds, 2),  # of wall_seconds, decoding the test set (the rest: training)
             "hyperparameters": {"epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                                 "prefix_lr": args.prefix_lr,
                                 "induced_prefix_lr": getattr(args, "induced_prefix_lr", None),
