@@ -133,6 +133,9 @@ def export(targets: list[str], scale: str, out: Path = JOBS_FILE, jobs_n: int = 
     """Build everything CPU-side for ``targets``, then write the GPU jobs still pending (to ``out``, or to
     ``out/jobs.json`` where ``out`` is a directory)."""
     out = jobs_path(out)
+    if not out.resolve().is_relative_to(Path.cwd().resolve()):  # the host runs a copy of this working tree
+        raise SipError(f"--out {out}: the job list must lie inside the repository, which is what a device call "
+                       f"carries (e.g. the default {JOBS_FILE})")
     config = ["--config", f"scale={scale}"]
     data = snakemake(["-j", str(jobs_n), *config, "--omit-from", *GPU_RULES, "--", *targets])
     if data.returncode != 0:
@@ -673,7 +676,8 @@ def _handoff_run(a) -> int:
 def _print_export(jobs: list[dict], out: Path) -> int:
     host = sum(job["rule"] == HOST_RULE for job in jobs)
     print(f"{len(jobs) - host} GPU jobs" + (f" and {host} input(s) to rebuild there (pools, released models)" if host else "") +
-          f" -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9")
+          f" -> {out}; on the GPU host: python3 -m sip_core.cli handoff-run --budget-min 9"
+          + ("" if out == JOBS_FILE else f" --jobs {out}"))
     for job in jobs:
         print("  " + shlex.split(job["cmd"])[3] + " -> " + job["output"][0])
     carry = [str(out.parent)] + json.loads(out.read_text())["carry"]

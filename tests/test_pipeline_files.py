@@ -536,3 +536,18 @@ def test_export_to_a_directory_writes_its_job_list_there(tmp_path, monkeypatch):
     assert json.loads(Path("exported/jobs.json").read_text())["targets"] == ["results/gpu/table2.csv"]
     assert handoff.jobs_path(Path("exported")) == Path("exported/jobs.json")
     assert handoff.jobs_path(Path("mine.json")) == Path("mine.json")
+
+
+def test_export_refuses_a_job_list_outside_the_repository(tmp_path, monkeypatch):
+    """A device call carries paths of the working tree: a job list in /tmp would never reach the host (an export to
+    /tmp/x once listed `/tmp` itself, 64 MiB, as a path to carry)."""
+    import pytest
+    from sip_core.errors import SipError
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    monkeypatch.chdir(repo)
+    ran = []
+    monkeypatch.setattr(handoff, "snakemake", lambda args: ran.append(args))
+    with pytest.raises(SipError, match="must lie inside the repository"):
+        handoff.export(["results/gpu/table2.csv"], "gpu", tmp_path / "elsewhere.json")
+    assert not ran and not (tmp_path / "elsewhere.json").exists()  # refused before building anything
