@@ -303,6 +303,14 @@ class FineTuner:
             if dist.is_main:
                 print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from})", flush=True)
         first_eval = args.epochs - args.eval_last if args.eval_last > 0 else 0
+
+        def decode_test() -> list[str]:  # the test set's greedy predictions, their time counted in eval_seconds
+            nonlocal eval_seconds
+            eval_started = time.monotonic()
+            decoded = predict_split(model, test, args.eval_batch_size, self.autocast)
+            eval_seconds += time.monotonic() - eval_started
+            return decoded
+
         every = getattr(args, "checkpoint_every", 0) or 0
         minutes = getattr(args, "checkpoint_minutes", 0) or 0
         last_save = time.monotonic()
@@ -353,9 +361,7 @@ class FineTuner:
                 steps += 1
             if epoch >= first_eval:
                 if dist.is_main:  # the others go on to the next epoch and wait in its first all-reduce
-                    eval_started = time.monotonic()
-                    predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
-                    eval_seconds += time.monotonic() - eval_started
+                    predictions = decode_test()
                     row = score(predictions, test.split.outputs)
                     evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
                     # the curve so far, so that a run stopped by a time limit still tells what it learned
@@ -375,9 +381,7 @@ class FineTuner:
         if not dist.is_main:
             return {}
         if predictions is None:  # --eval-last beyond the resumed epoch, or no evaluation epoch at all
-            eval_started = time.monotonic()
-            predictions = predict_split(model, test, args.eval_batch_size, self.autocast)
-            eval_seconds += time.monotonic() - eval_started
+            predictions = decode_test()
         metrics = {
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
