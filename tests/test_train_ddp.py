@@ -47,7 +47,10 @@ def test_shards_partition_the_batch_and_weights_restore_the_token_mean(world, ba
     summed = [torch.zeros_like(g) for g in reference]
     seen = []
     for rank in range(world):
-        local, weight = Dist(rank=rank, world=world).shard(idx, data.label_lengths)
+        dist = Dist(rank=rank, world=world)
+        local, weight = dist.shard(idx, data.label_lengths)
+        # the same examples as pre-training takes them from the batch's indices already on the device
+        assert torch.from_numpy(idx)[dist.part(len(idx))].tolist() == local.tolist()
         if weight > 0:
             seen += local.tolist()
         model.zero_grad()

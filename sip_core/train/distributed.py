@@ -51,11 +51,16 @@ class Dist:
         """
         if not self.enabled:
             return idx, 1.0
-        local = idx[self.rank::self.world]
-        if len(local) == 0:
-            return idx[:1], 0.0
+        local = idx[self.part(len(idx))]
+        if self.rank >= len(idx):
+            return local, 0.0
         total = float(label_lengths[idx].sum())
         return local, self.world * float(label_lengths[local].sum()) / max(total, 1.0)
+
+    def part(self, n: int) -> slice:
+        """The positions in a global batch of ``n`` examples that this rank trains on (``shard``'s; also to
+        slice the batch's indices already on the device, with no host-to-device copy per step)."""
+        return slice(self.rank, None, self.world) if self.rank < n else slice(0, 1)
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         """The module to call for training: DDP around ``model`` (which stays the one to save/evaluate)."""

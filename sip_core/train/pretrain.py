@@ -309,7 +309,7 @@ def run(opts: PretrainOptions) -> dict:
         local, local_t, weight = idx, idx_t, 1.0
         if dist.enabled:  # this rank's share of the global batch, loss weighted by its share of label tokens
             local, weight = dist.shard(idx, train.label_lengths)
-            local_t = None
+            local_t = None if idx_t is None else idx_t[dist.part(len(idx))]
         batch = train.batch(local, idx_t=local_t)
         state_labels = batch.pop("state_labels", None)
         with autocast():
