@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sip_core import handoff_state
+from sip_core import handoff_state, mps
 from sip_core.errors import SipError
 from sip_core.io import write_json
 from sip_core.train.rundir import staging_path
@@ -653,6 +653,9 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--task-workers", type=int, default=None, metavar="N",
                        help="each fine-tuning job runs N of its tasks at once, one process each ($SIP_TASK_WORKERS "
                             "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
+    run_p.add_argument("--mps", action="store_true",
+                       help="run the jobs under a CUDA MPS control daemon, so that jobs sharing a GPU run their "
+                            "kernels at once instead of taking turns (best effort: without MPS, a warning)")
     run_p.add_argument("--allow-rerun", action="store_true",
                        help="start even if the outputs here are older than this host's last call left them")
     run_p.set_defaults(func=lambda a: _handoff_run(a))
@@ -670,7 +673,9 @@ def _handoff_run(a) -> int:
     if a.task_workers is not None:
         os.environ["SIP_TASK_WORKERS"] = str(a.task_workers)  # the jobs' environment (_start copies it)
     gpus = a.gpus or max(1, len(visible_gpus()))
-    return 0 if run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun, gpus)["failed"] == 0 else 1
+    with mps.daemon(a.mps):
+        summary = run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun, gpus)
+    return 0 if summary["failed"] == 0 else 1
 
 
 def _print_export(jobs: list[dict], out: Path) -> int:

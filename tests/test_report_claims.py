@@ -150,3 +150,17 @@ def test_claims_cli_missing_results_is_a_one_line_error(tmp_path, capsys):
     assert main(["report", "claims", str(tmp_path / "results" / "nope")]) == 2
     err = capsys.readouterr().err
     assert err == f"sip: error: results directory {tmp_path / 'results' / 'nope'} does not exist\n"
+
+
+def test_runs_of_part_of_the_scope_do_not_judge_the_claim(scale, tmp_path):
+    """gpu Table 2, session 25: SIP-nd7 and SIP-d4+ run on iteration only. 'SIP-nd7 > SIP-d4+ over the bimachine
+    tasks' (iteration + UC) is not built yet, though their iteration runs alone would make it fail."""
+    _, results = scale
+    partial = tmp_path / "partial-runs"
+    for model, acc in (("sip-nd7", 80.0), ("sip-d4plus", 90.0)):
+        for i in range(10):
+            write_run(partial, model, "bimachine-iteration", f"bimachine-iteration-{i}", acc + i)
+    build_table(partial, results, "table2", ["sip-nd7", "sip-d4plus"])
+    result = status("t2-nd7", results, partial)
+    assert result.status == "not built"
+    assert result.details == ("iteration+uc: no acc row for sip-nd7, sip-d4plus",)

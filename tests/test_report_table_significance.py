@@ -39,3 +39,16 @@ def test_separated_models_are_significant_in_table2_markdown(tmp_path):
     assert p < 0.01
     table = pd.read_csv(out)
     assert set(table["model"]) == {"sip-nd7", "sip-d4plus"}  # the CSV itself is unchanged by the note
+
+
+def test_the_note_names_the_settings_it_covers(tmp_path):
+    """Runs of both models on iteration only: the note says the test covers iteration, and UC has none yet."""
+    for i in range(10):
+        for model, acc in (("sip-nd7", 70.0 + i), ("sip-d4plus", 71.0 + i)):
+            write_run(tmp_path, model, "bimachine-iteration", f"bimachine-iteration-{i}", acc)
+    (note,) = sig.table_notes(load_runs(tmp_path), "table2", resamples=2_000)
+    assert "on bimachine-iteration only (bimachine-uc: no runs of both models yet): n = 10 tasks" in note
+    assert "mean difference -1.00" in note
+    bimachine_runs(tmp_path / "both", lambda i: 80.0, lambda i: 80.0)
+    (note,) = sig.table_notes(load_runs(tmp_path / "both"), "table2", resamples=2_000)
+    assert "on bimachine-iteration, bimachine-uc: n = 20 tasks" in note

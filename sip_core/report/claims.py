@@ -155,16 +155,18 @@ def check_link(claim: Claim, frame: pd.DataFrame, left: str, rel: str, right: st
                runs: pd.DataFrame | None, resamples: int, seed: int) -> Link:
     where = "+".join(scope)
     bound = _threshold(right)
+    lv = table_value(frame, left, scope, claim.metric)
+    rv = bound if bound is not None else table_value(frame, right, scope, claim.metric)
+    # judged only once the table has every setting of the scope for both models: the per-task runs of a
+    # part of it (iteration without UC) would test a claim the paper did not make
+    missing = [m for m, v in ((left, lv), (right, rv)) if v is None]
+    if missing:
+        return Link("not built", f"{where}: no {claim.metric} row for {', '.join(missing)}")
     pair = None if bound is not None else claim_pair(claim, left, right, scope, runs)
     scores = sig.paired_scores(runs, pair) if pair is not None else None
     if scores is not None and len(scores):
         lv, rv = float(scores["score_a"].mean()), float(scores["score_b"].mean())
     else:
-        lv = table_value(frame, left, scope, claim.metric)
-        rv = bound if bound is not None else table_value(frame, right, scope, claim.metric)
-        missing = [m for m, v in ((left, lv), (right, rv)) if v is None]
-        if missing:
-            return Link("not built", f"{where}: no {claim.metric} row for {', '.join(missing)}")
         scores = None
     holds = lv > rv if rel == ">" else lv >= rv
     right_text = _fmt(rv) if bound is not None else f"{right} {_fmt(rv)}"

@@ -7,7 +7,7 @@ p = (count + 1) / (R + 1), so a Monte-Carlo p-value is never 0.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -220,6 +220,11 @@ def table_notes(runs: pd.DataFrame, table: str, resamples: int = RESAMPLES, seed
         return []
     row, _ = compare(runs, pair, resamples, seed)
     described = _describe(SimpleNamespace(**row))
+    # name the settings the test actually covers: one with no runs of both models yet is said, not implied
+    covered = [s for s in pair.settings if len(paired_scores(runs, replace(pair, settings=(s,))))]
+    where = ", ".join(covered or pair.settings)
+    if covered and len(covered) < len(pair.settings):
+        absent = [s for s in pair.settings if s not in covered]
+        where += f" only ({', '.join(absent)}: no runs of both models yet)"
     return [f"Significance ({pair.alternative} paired approximate permutation test over tasks, {resamples} "
-            f"resamples): {pair.a} vs {pair.b} on {', '.join(pair.settings)}: {described} "
-            f"(paper: {PAPER_P[pair.name]})."]
+            f"resamples): {pair.a} vs {pair.b} on {where}: {described} (paper: {PAPER_P[pair.name]})."]

@@ -1,0 +1,65 @@
+"""CUDA MPS for the jobs that share a GPU on the device host (``sip handoff-run --mps``).
+
+Without MPS a GPU is time-sliced between processes: ten small fine-tunings side by side each get the card in
+turn and their kernels never overlap, so a 5,000-pair fine-tuning costs ~50 s of an H200 however many share it
+(docs/EXPERIMENTS.md, sessions 24-25). MPS's control daemon lets kernels of different processes run at once.
+Opt-in and best effort: where it cannot start or a client cannot reach it (no binary, a sandbox without it),
+the run goes on time-sliced after one warning line.
+"""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+
+CONTROL = "nvidia-cuda-mps-control"
+# a client that creates a CUDA context: under a daemon that cannot serve, this fails instead of the jobs
+CLIENT_PROBE = (sys.executable, "-c", "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()")
+
+
+def _warn(message: str) -> None:
+    print(f"[handoff] --mps: {message}; the GPUs stay time-sliced", file=sys.stderr, flush=True)
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "no message")
+
+
+@contextlib.contextmanager
+def daemon(enabled: bool, probe: tuple[str, ...] | None = None):
+    """Run the block under an MPS control daemon if ``enabled`` and it works here; yields whether it does.
+    ``probe``: the client command that must succeed under it (default CLIENT_PROBE)."""
+    exe = shutil.which(CONTROL) if enabled else None
+    if not enabled or exe is None:
+        if enabled:
+            _warn(f"{CONTROL} not found")
+        yield False
+        return
+    try:
+        started = subprocess.run([exe, "-d"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        started = subprocess.CompletedProcess([exe, "-d"], 1, "", str(err))
+    if started.returncode != 0:
+        _warn(f"the control daemon did not start ({_first_line(started.stderr or started.stdout)})")
+        yield False
+        return
+    try:
+        client = subprocess.run(list(probe or CLIENT_PROBE), capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as err:
+        client = subprocess.CompletedProcess(list(probe or CLIENT_PROBE), 1, "", str(err))
+    if client.returncode != 0:
+        _quit(exe)
+        _warn(f"a CUDA client could not use the daemon ({_first_line(client.stderr)}); it was stopped")
+        yield False
+        return
+    print("[handoff] --mps: CUDA MPS control daemon started; jobs on one GPU share it at once", flush=True)
+    try:
+        yield True
+    finally:
+        _quit(exe)
+
+
+def _quit(exe: str) -> None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run([exe], input="quit\n", capture_output=True, text=True, timeout=60)
