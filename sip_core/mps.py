@@ -36,20 +36,14 @@ def daemon(enabled: bool, probe: tuple[str, ...] | None = None):
             _warn(f"{CONTROL} not found")
         yield False
         return
-    try:
-        started = subprocess.run([exe, "-d"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as err:
-        started = subprocess.CompletedProcess([exe, "-d"], 1, "", str(err))
+    started = _run([exe, "-d"])
     if started.returncode != 0:
         _warn(f"the control daemon did not start ({_first_line(started.stderr or started.stdout)})")
         yield False
         return
-    try:
-        client = subprocess.run(list(probe or CLIENT_PROBE), capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as err:
-        client = subprocess.CompletedProcess(list(probe or CLIENT_PROBE), 1, "", str(err))
+    client = _run(list(probe or CLIENT_PROBE), timeout=120)
     if client.returncode != 0:
-        _quit(exe)
+        _run([exe], stdin="quit\n")
         _warn(f"a CUDA client could not use the daemon ({_first_line(client.stderr)}); it was stopped")
         yield False
         return
@@ -57,9 +51,12 @@ def daemon(enabled: bool, probe: tuple[str, ...] | None = None):
     try:
         yield True
     finally:
-        _quit(exe)
+        _run([exe], stdin="quit\n")
 
 
-def _quit(exe: str) -> None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([exe], input="quit\n", capture_output=True, text=True, timeout=60)
+def _run(cmd: list[str], stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``cmd``'s result; one that cannot be run or hangs counts as failed, with the reason as its stderr."""
+    try:
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as err:
+        return subprocess.CompletedProcess(cmd, 1, "", str(err))
