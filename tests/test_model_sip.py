@@ -132,3 +132,46 @@ def test_fused_gelu_and_rms_norm_compute_what_transformers_t5_computes(tmp_path)
     model.save_pretrained(tmp_path)
     loaded = SIPForConditionalGeneration.from_pretrained(tmp_path)
     assert all(type(m) is FusedT5LayerNorm for m in loaded.modules() if isinstance(m, T5LayerNorm))
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_the_mask_built_here_trains_exactly_as_transformers_own(implementation, monkeypatch):
+    """forward hands T5 a ready (B, 1, 1, K) mask, which spares transformers' `mask.all()` check (a GPU
+    synchronisation per call); the loss and every gradient are those of the (B, K) mask transformers expands."""
+    from sip_core.model import sip_model
+    fst = torch.tensor([[[0, 10, 11, 1, 1], [1, 11, 12, 0, 2]], [[0, 12, 1, 0, 1], [0, 0, 0, 0, 0]]])
+    ids = torch.tensor([tokenizer.encode("abca"), tokenizer.encode("ab") + [0, 0]])
+    mask = (ids != 0).long()
+    labels = torch.tensor([tokenizer.encode("bcc"), tokenizer.encode("b") + [-100, -100]])
+    results = []
+    for build_here in (True, False):
+        if not build_here:  # transformers' own path: the (B, K) mask goes through unchanged
+            monkeypatch.setattr(sip_model, "ready_mask", lambda m, implementation, dtype: m)
+        model = tiny_model()
+        model.t5.set_attn_implementation(implementation)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels, fst=fst).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (loss_here, grads_here), (loss_hf, grads_hf) = results
+    assert loss_here.item() == loss_hf.item() and grads_here.keys() == grads_hf.keys()
+    for name, grad in grads_here.items():
+        torch.testing.assert_close(grad, grads_hf[name], rtol=0, atol=0, msg=name)
+    assert sip_model.ready_mask(mask, "flash_attention_2", torch.float32) is mask  # unknown format: left to transformers
+
+
+def test_no_host_check_of_the_masks_in_a_training_forward(monkeypatch):
+    """transformers' masking_utils tests `mask.all()` as a Python bool (a device-to-host wait on a GPU); with the
+    mask built here a training forward never does (session 25's probe found two per step before)."""
+    import traceback
+    calls = []
+    real_bool = torch.Tensor.__bool__
+
+    def counting_bool(self):
+        calls.extend(f.filename for f in traceback.extract_stack()[:-1] if f.filename.endswith("masking_utils.py"))
+        return real_bool(self)
+
+    model = tiny_model()
+    fst, ids, labels = _example(model)
+    monkeypatch.setattr(torch.Tensor, "__bool__", counting_bool)
+    model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels, fst=fst).loss.backward()
+    assert calls == []
