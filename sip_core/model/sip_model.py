@@ -55,21 +55,16 @@ def untie_lm_head(t5: T5ForConditionalGeneration, scratch: bool, copy_scale: flo
     t5.config.scale_decoder_outputs = False
 
 
-def ready_mask(mask: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
-    """The padding mask of the encoder's inputs as T5's attention reads it, (B, 1, 1, K), built here.
+def ready_mask(mask: torch.Tensor, implementation: str) -> torch.Tensor:
+    """The padding mask of the encoder's inputs as T5's sdpa attention reads it, (B, 1, 1, K) booleans.
 
-    From a (B, K) mask transformers builds it itself, but first checks ``mask.all()`` (to drop a mask with nothing
+    From a (B, K) mask transformers builds this itself, but first checks ``mask.all()`` (to drop a mask with nothing
     padded): a device-to-host wait, once for the encoder's mask and once for the cross-attention's, which stalls
-    the training loop's host every step (docs/BENCHMARKS.md, session 25). A 4D mask is used as it is, and its
-    singleton query axis broadcasts. The values are transformers' own: True where attended (sdpa), or 0 and the
-    dtype's minimum (eager); other implementations keep the (B, K) mask.
+    the training loop's host every step (docs/BENCHMARKS.md, session 25). A 4D mask is used as it is; its
+    singleton query axis broadcasts. Other attention implementations (eager: additive masks whose dtype follows
+    the hidden states) keep the (B, K) mask and transformers' own path.
     """
-    keep = mask.bool()[:, None, None, :]
-    if implementation == "sdpa":
-        return keep
-    if implementation == "eager":
-        return torch.zeros(keep.shape, dtype=dtype, device=mask.device).masked_fill(~keep, torch.finfo(dtype).min)
-    return mask
+    return mask.bool()[:, None, None, :] if implementation == "sdpa" else mask
 
 
 class SIPForConditionalGeneration(PreTrainedModel):
@@ -208,7 +203,7 @@ class SIPForConditionalGeneration(PreTrainedModel):
                 decoder_input_ids=None, encoder_outputs=None, encoder_width=None, **kwargs):
         if encoder_outputs is None:
             embeds, mask = self.encoder_inputs(input_ids, attention_mask, fst, task_ids, encoder_width)
-            mask = ready_mask(mask, self.t5.config._attn_implementation, embeds.dtype)
+            mask = ready_mask(mask, self.t5.config._attn_implementation)
             return self.t5(inputs_embeds=embeds, attention_mask=mask, labels=labels,
                            decoder_input_ids=decoder_input_ids, **kwargs)
         return self.t5(encoder_outputs=encoder_outputs, attention_mask=attention_mask, labels=labels,
