@@ -37,7 +37,9 @@ def daemon(enabled: bool, probe: tuple[str, ...] | None = None):
         yield False
         return
     started = _run([exe, "-d"])
-    if started.returncode != 0:
+    # one left by an earlier call on this warm host (killed before it could stop it) serves the jobs as well
+    left_running = "already running" in (started.stderr + started.stdout).lower()
+    if started.returncode != 0 and not left_running:
         _warn(f"the control daemon did not start ({_first_line(started.stderr or started.stdout)})")
         yield False
         return

@@ -16,7 +16,7 @@ def fake_control(tmp_path, monkeypatch):
     exe = tmp_path / "bin" / mps.CONTROL
     exe.parent.mkdir()
     exe.write_text(f"#!/bin/sh\nif [ $# -eq 0 ]; then echo \"stdin:$(cat)\" >> {log}; else echo \"args:$*\" >> {log}; fi\n"
-                   "exit ${FAKE_MPS_RC:-0}\n")
+                   "echo \"${FAKE_MPS_MESSAGE:-}\" >&2\nexit ${FAKE_MPS_RC:-0}\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
     return log
@@ -54,6 +54,14 @@ def test_a_daemon_that_does_not_start_only_warns(fake_control, monkeypatch, caps
         assert not running
     assert fake_control.read_text().splitlines() == ["args:-d"]  # nothing to stop
     assert "did not start" in capsys.readouterr().err
+
+
+def test_a_daemon_left_running_by_an_earlier_call_is_used_and_stopped(fake_control, monkeypatch):
+    monkeypatch.setenv("FAKE_MPS_RC", "1")
+    monkeypatch.setenv("FAKE_MPS_MESSAGE", "An instance of this daemon is already running")
+    with mps.daemon(True, probe=OK_CLIENT) as running:
+        assert running
+    assert fake_control.read_text().splitlines() == ["args:-d", "stdin:quit"]
 
 
 def test_missing_binary_or_disabled(tmp_path, monkeypatch, capsys):
