@@ -19,6 +19,7 @@ of a second copy being carried.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -62,6 +63,13 @@ PART_BYTES = 15 * 2**20
 BACK_BYTES = 60 * 2**20
 TRAVEL_BYTES = 64 * 2**20  # what one device call carries: the tracked tree and the carried paths together
 ARCHIVE = "handoff.tar"
+STARTED = time.monotonic()  # the hand-off's lines carry the time since the call began: where a call's minutes go
+
+
+def say(message: str) -> None:
+    """One line of the hand-off's log, stamped with the minutes and seconds since this process started."""
+    minutes, seconds = divmod(int(time.monotonic() - STARTED), 60)
+    print(f"[handoff +{minutes}:{seconds:02d}] {message}", flush=True)
 RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included): stays on the host
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
 PRETRAIN_MARGIN = 90  # seconds a time-limited pre-training keeps for its checkpoint, evaluation and save
@@ -295,11 +303,11 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             continue
         pending.remove(job)
         if unfinished := [u["output"][0] for u in upstream(job) if not _done(u)]:
-            print(f"[handoff] skipped {job['output'][0]}: {', '.join(unfinished)} not finished", flush=True)
+            say(f"skipped {job['output'][0]}: {', '.join(unfinished)} not finished")
             continue
         if absent := [p for p in job.get("input") or [] if p not in producer and not Path(p).exists()]:
             # carried by another call (one 36 MB checkpoint fits a call): the job waits for it
-            print(f"[handoff] skipped {job['output'][0]}: {', '.join(absent)} not on this host (carry it)", flush=True)
+            say(f"skipped {job['output'][0]}: {', '.join(absent)} not on this host (carry it)")
             continue
         cmd = _command(job, remaining=deadline - time.monotonic())
         if cmd is None:  # too little budget left to start it
@@ -308,7 +316,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             Path(p).parent.mkdir(parents=True, exist_ok=True)
         resumed = _finished_tasks(job) if job["rule"] == "finetune" else 0
         note = f" (resuming after {resumed} finished task{'s' if resumed > 1 else ''})" if resumed else ""
-        print(f"[handoff] {job['rule']} -> {job['output'][0]}{note}", flush=True)
+        say(f"{job['rule']} -> {job['output'][0]}{note}")
         proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // (parallel * gpus)) if concurrent else None,
                       commit=spec.get("commit"), gpu=devices[gpu] if concurrent and gpus > 1 else None)
         if concurrent:
@@ -318,7 +326,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         returncode = _wait(proc, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
             # out of time: its checkpoint or staging directory stays for the next call on this host
-            print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
+            say(f"stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)")
             break
         if job["rule"] == HOST_RULE:
             if not _host_data_ok(job, returncode):  # every later job reads this data: stop here
@@ -332,7 +340,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     pack([p for job in done for p in job["output"] + _log(job)] + finished_tasks(pending), out_dir, host_only)
     handoff_state.record(_progress(spec["jobs"]))
     summary = {"done": len(done), "failed": len(failed), "pending": len(pending)}
-    print(f"[handoff] {summary}")
+    say(f"{summary}")
     return summary
 
 
@@ -386,14 +394,15 @@ def _settle(running: list, limit: int, deadline: float, done: list, failed: list
             if (returncode := proc.poll()) is not None:
                 running.remove((job, proc))
                 if returncode == 0 and _pretrain_status(job) == "time_limit":
-                    print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)",
-                          flush=True)
+                    say(f"stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)")
                     continue
-                (done if returncode == 0 and _done(job) else failed).append(job)
+                finished = returncode == 0 and _done(job)
+                (done if finished else failed).append(job)
+                say(f"{'finished' if finished else f'failed (exit {returncode})'}: {job['output'][0]}")
         if len(running) > limit and time.monotonic() >= deadline - PACK_SECONDS:
             for job, proc in running:
                 _stop(proc)
-                print(f"[handoff] stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)", flush=True)
+                say(f"stopped at the budget: {job['output'][0]} (rerun handoff-run to resume)")
             running.clear()
             return False
         time.sleep(0.2)
@@ -435,10 +444,10 @@ def _host_data_ok(job: dict, returncode: int) -> bool:
     that nothing reads it by mistake later."""
     differ = verify_host_data(job) if returncode == 0 else job["output"]
     if not differ:
-        print(f"[handoff] {job['output'][0]}: rebuilt, content identical to the exported copy", flush=True)
+        say(f"{job['output'][0]}: rebuilt, content identical to the exported copy")
         return True
-    print(f"[handoff] {job['output'][0]}: {'rebuilt data differs from' if returncode == 0 else 'failed to rebuild'}"
-          f" the exported copy ({', '.join(differ)}); stopping", flush=True)
+    say(f"{job['output'][0]}: {'rebuilt data differs from' if returncode == 0 else 'failed to rebuild'}"
+        f" the exported copy ({', '.join(differ)}); stopping")
     _remove_outputs(job)
     return False
 
@@ -554,8 +563,8 @@ def _within_budget(files: list[Path]) -> list[Path]:
         else:
             left.append(f)
     if left:
-        print(f"[handoff] warning: left on the host, over the {BACK_BYTES >> 20} MiB a call brings back: "
-              + ", ".join(map(str, left)), flush=True)
+        say(f"warning: left on the host, over the {BACK_BYTES >> 20} MiB a call brings back: "
+            + ", ".join(map(str, left)))
     return sorted(kept)
 
 
@@ -653,9 +662,11 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--task-workers", type=int, default=None, metavar="N",
                        help="each fine-tuning job runs N of its tasks at once, one process each ($SIP_TASK_WORKERS "
                             "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
-    run_p.add_argument("--mps", action="store_true",
+    run_p.add_argument("--mps", action=argparse.BooleanOptionalAction, default=None,
                        help="run the jobs under a CUDA MPS control daemon, so that jobs sharing a GPU run their "
-                            "kernels at once instead of taking turns (best effort: without MPS, a warning)")
+                            "kernels at once instead of taking turns: 1.7x the fine-tunings per GPU-second "
+                            "(session 26). Default: on where the host shows a GPU (best effort: without MPS, a "
+                            "warning)")
     run_p.add_argument("--allow-rerun", action="store_true",
                        help="start even if the outputs here are older than this host's last call left them")
     run_p.set_defaults(func=lambda a: _handoff_run(a))
@@ -672,8 +683,9 @@ def _handoff_run(a) -> int:
         raise SipError("--parallel, --gpus and --task-workers must be at least 1")
     if a.task_workers is not None:
         os.environ["SIP_TASK_WORKERS"] = str(a.task_workers)  # the jobs' environment (_start copies it)
-    gpus = a.gpus or max(1, len(visible_gpus()))
-    with mps.daemon(a.mps):
+    shown = visible_gpus()
+    gpus = a.gpus or max(1, len(shown))
+    with mps.daemon(bool(shown) if a.mps is None else a.mps):
         summary = run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun, gpus)
     return 0 if summary["failed"] == 0 else 1
 

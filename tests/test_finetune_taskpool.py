@@ -49,6 +49,13 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path):
     assert [p.name for p in logs] == [".worker-0.log", ".worker-1.log"]
     assert [ln.split(":")[0] for ln in logs[0].read_text().splitlines() if ln.startswith("finetune iteration")] == \
         ["finetune iteration-s2-0", "finetune iteration-s2-2"]
+    # each worker's log says where its start-up went, in seconds since the pool launched it
+    for log in logs:
+        startup = [ln for ln in log.read_text().splitlines() if ln.startswith("worker: ")]
+        assert [ln.split(" after")[0].rsplit(" ", 2)[0] for ln in startup] == \
+            ["worker: Python and its imports ready", "worker: tasks read and model loaded"]
+        seconds = [float(ln.rsplit(" s after", 1)[0].rsplit(" ", 1)[1]) for ln in startup]
+        assert 0 < seconds[0] <= seconds[1] < 120
     # the environment variable the hand-off sets works the same way; a bad value is one line, exit 2
     bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1"), capture_output=True, text=True, cwd=ROOT,
                          env={**ENV, "SIP_TASK_WORKERS": "two"})

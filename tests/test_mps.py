@@ -82,3 +82,19 @@ def test_handoff_run_with_mps_wraps_its_jobs_in_the_daemon(fake_control, tmp_pat
     assert main(["handoff-run", "--jobs", "jobs.json", "--out", str(tmp_path / "out"), "--mps", "--gpus", "1"]) == 0
     assert fake_control.read_text().splitlines() == ["args:-d", "stdin:quit"]
     assert "daemon started" in capsys.readouterr().out
+
+
+def test_handoff_run_uses_mps_by_default_only_where_the_host_shows_a_gpu(fake_control, tmp_path, monkeypatch, capsys):
+    from sip_core import handoff
+    from sip_core.cli import main
+    monkeypatch.setattr(mps, "CLIENT_PROBE", OK_CLIENT)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs.json").write_text('{"jobs": [], "carry": []}')
+    run = ["handoff-run", "--jobs", "jobs.json", "--out", str(tmp_path / "out"), "--gpus", "1"]
+    monkeypatch.setattr(handoff, "visible_gpus", lambda: [])  # a CPU dry run: no daemon, no warning
+    assert main(run) == 0 and not fake_control.exists() and capsys.readouterr().err == ""
+    monkeypatch.setattr(handoff, "visible_gpus", lambda: ["0"])
+    assert main(run + ["--no-mps"]) == 0 and not fake_control.exists()
+    assert main(run) == 0
+    assert fake_control.read_text().splitlines() == ["args:-d", "stdin:quit"]
+    assert "daemon started" in capsys.readouterr().out

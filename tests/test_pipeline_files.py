@@ -1,4 +1,5 @@
 """Pipeline plumbing: dvc.yaml is what params.yaml generates; the GPU hand-off parses, orders and packs."""
+import re
 import tarfile
 from pathlib import Path
 
@@ -453,7 +454,8 @@ def test_export_copies_a_released_model_on_the_host_instead_of_carrying_it(tmp_p
     assert _archive_names(tmp_path / "out0") == ["run/metrics.json"]
 
 
-def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_anything_else_alone(tmp_path, monkeypatch):
+def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_anything_else_alone(tmp_path, monkeypatch,
+                                                                                                  capsys):
     """--parallel 4: two pre-trainings overlap in time; fine-tunings start once both have ended (the card is
     time-sliced by process, and a pre-training beside them starves); a job of another rule starts only when all
     have ended; at the budget's end the running ones are stopped and stay pending."""
@@ -481,6 +483,12 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
     assert min(t[n][0] for n in ("ft1w", "ft0", "ft1")) >= max(t["pt0"][1], t["pt1"][1])  # no fine-tuning beside them
     assert t["other"][0] >= max(t[n][1] for n in ("pt0", "pt1", "ft1w", "ft0", "ft1"))  # anything else runs alone
     assert _archive_names(tmp_path / "out") == ["ft0/end", "ft1/end", "ft1w/end", "other/end", "pt0/end", "pt1/end"]
+    # every line is stamped with the call's elapsed time, and a side-by-side job's end is logged as it happens
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(re.match(r"\[handoff \+\d+:\d\d\] ", ln) for ln in lines)
+    assert sum(" finished: " in ln for ln in lines) == 5  # the five side-by-side jobs; `other` ran alone
+    assert lines.index(next(ln for ln in lines if ln.endswith("finished: pt1/end"))) < \
+        lines.index(next(ln for ln in lines if ln.endswith("finetune -> ft1w/end")))
 
     # a slot freed by a pre-training goes to the job that reads it, listed first, not to a later job chosen meanwhile
     jobs = [job("pretrain", "pa", 0.5), job("pretrain", "child", 0.1, reads=["pa/end"]),

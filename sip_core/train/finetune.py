@@ -527,9 +527,11 @@ def _run_worker(args, root: Path) -> int:
     """A task pool's child (``--worker-tasks A,B,..``; ``--out`` the pool's staging directory): its tasks one after
     another in one process, each exactly as ``--task-id T --out <root>/T`` would run it (same staging, settings and
     resume), so that a process start (~45 s with 15 at once on a GPU host) is paid once, not per task."""
+    print(f"worker: Python and its imports ready {taskpool.since_launch()} after launch", flush=True)
     table = load_task_examples(args.tasks)
     dist, device_arg = distributed.setup(args.device)
     tuner = FineTuner(args, dist, device_arg)
+    print(f"worker: tasks read and model loaded {taskpool.since_launch()} after launch", flush=True)
     for tid in args.worker_tasks.split(","):
         task_args = argparse.Namespace(**{**vars(args), "task_id": tid, "out": str(root / tid), "worker_tasks": None})
         stage = Staging(root / tid, _settings(task_args, args.model, [args.tasks]))

@@ -22,6 +22,15 @@ from pathlib import Path
 from sip_core.errors import SipError
 
 POLL_SECONDS = 0.5
+LAUNCHED_AT = "SIP_WORKER_LAUNCHED_AT"  # wall clock at a worker's launch: its log says where its start-up went
+
+
+def since_launch() -> str:
+    """Seconds since this worker was launched (``LAUNCHED_AT``), for its log; '?' outside a task pool."""
+    try:
+        return f"{time.time() - float(os.environ[LAUNCHED_AT]):.1f} s"
+    except (KeyError, ValueError):
+        return "? s"
 
 
 def child_command(cli_argv: list[str], task_ids: list[str], root: Path) -> list[str]:
@@ -70,7 +79,8 @@ def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, t
             log = log_path(share[0][1].parent, w)
             with open(log, "w", encoding="utf-8") as stream:
                 proc = subprocess.Popen(child_command(cli_argv, [t for t, _ in share], share[0][1].parent),
-                                        stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+                                        stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env={**env, LAUNCHED_AT: repr(time.time())})
             running[proc] = (share, log)
         while running:
             time.sleep(POLL_SECONDS)
