@@ -64,18 +64,18 @@ BACK_BYTES = 60 * 2**20
 TRAVEL_BYTES = 64 * 2**20  # what one device call carries: the tracked tree and the carried paths together
 ARCHIVE = "handoff.tar"
 STARTED = time.monotonic()  # the hand-off's lines carry the time since the call began: where a call's minutes go
-
-
-def say(message: str) -> None:
-    """One line of the hand-off's log, stamped with the minutes and seconds since this process started."""
-    minutes, seconds = divmod(int(time.monotonic() - STARTED), 60)
-    print(f"[handoff +{minutes}:{seconds:02d}] {message}", flush=True)
 RESUME_DIR = "checkpoints"  # a pre-training's resume state (optimiser included): stays on the host
 PACK_SECONDS = 20  # kept free at the end of the budget for packing the outputs
 PRETRAIN_MARGIN = 90  # seconds a time-limited pre-training keeps for its checkpoint, evaluation and save
 SAFETY_CHECKPOINT_MIN = 3  # ... and its checkpoints meanwhile (the gpu shape's resume state: ~2 s to write)
 # a fine-tuning cut off at a call's end loses half of this on average, times the tasks running side by side
 FINETUNE_CHECKPOINT_MIN = 1
+
+
+def say(message: str) -> None:
+    """One line of the hand-off's log, stamped with the minutes and seconds since this process started."""
+    minutes, seconds = divmod(int(time.monotonic() - STARTED), 60)
+    print(f"[handoff +{minutes}:{seconds:02d}] {message}", flush=True)
 
 
 def parse_dry_run(text: str) -> list[dict]:
