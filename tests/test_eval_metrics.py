@@ -67,3 +67,38 @@ def test_greedy_predictions_do_not_depend_on_the_eval_batch_size(prefix_mode):
     assert len(set(alone)) > 5  # varied outputs, so agreement is not trivial
     for size in (5, 64):
         assert predict_split(model, data, batch_size=size) == alone
+
+
+def test_decoding_with_the_masks_built_here_matches_transformers_own_and_never_waits_on_them(monkeypatch):
+    """Greedy decoding hands T5's sdpa attention ready (B, 1, 1, K) masks, for the encoder and for every step's
+    cross-attention: the encoder states and the generated ids are exactly those of the (B, K) masks transformers
+    expands itself, and no step runs transformers' `mask.all()` host check (a GPU synchronisation per token)."""
+    import traceback
+
+    from sip_core.eval import decode
+    from sip_core.model import sip_model
+    torch.manual_seed(3)
+    model = SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16),
+                                                  prefix_mode="tuned", prefix_length=4)).eval()
+    assert model.t5.config._attn_implementation == "sdpa"
+    ids = [tokenizer.encode(t) for t in ("a", "abcdefg", "cab")]
+    width = max(map(len, ids))  # padded rows: a mask with zeros, so the two paths could differ
+    batch = {"input_ids": torch.tensor([r + [0] * (width - len(r)) for r in ids]),
+             "attention_mask": torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in ids])}
+    caps = torch.tensor([decode_cap(len(r) - 1) for r in ids])
+    checks, real_bool = [], torch.Tensor.__bool__
+
+    def counting_bool(self):
+        checks.extend(f.filename for f in traceback.extract_stack()[:-1] if f.filename.endswith("masking_utils.py"))
+        return real_bool(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(torch.Tensor, "__bool__", counting_bool)
+        here = greedy_ids(model, batch, caps)
+        states_here = model.encode(batch["input_ids"], batch["attention_mask"])[0].last_hidden_state
+    assert checks == [] and len(set(map(tuple, here.tolist()))) == 3
+    monkeypatch.setattr(sip_model, "ready_mask", lambda mask, implementation: mask)
+    monkeypatch.setattr(decode, "ready_mask", lambda mask, implementation: mask)
+    assert torch.equal(greedy_ids(model, batch, caps), here)
+    states_hf = model.encode(batch["input_ids"], batch["attention_mask"])[0].last_hidden_state
+    torch.testing.assert_close(states_here, states_hf, rtol=0, atol=0)
