@@ -75,7 +75,6 @@ def test_decoding_with_the_masks_built_here_matches_transformers_own_and_never_w
     expands itself, and no step runs transformers' `mask.all()` host check (a GPU synchronisation per token)."""
     import traceback
 
-    from sip_core.eval import decode
     from sip_core.model import sip_model
     torch.manual_seed(3)
     model = SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(d_model=32, d_ff=64, num_layers=2, num_heads=2, d_kv=16),
@@ -98,7 +97,6 @@ def test_decoding_with_the_masks_built_here_matches_transformers_own_and_never_w
         states_here = model.encode(batch["input_ids"], batch["attention_mask"])[0].last_hidden_state
     assert checks == [] and len(set(map(tuple, here.tolist()))) == 3
     monkeypatch.setattr(sip_model, "ready_mask", lambda mask, implementation: mask)
-    monkeypatch.setattr(decode, "ready_mask", lambda mask, implementation: mask)
     assert torch.equal(greedy_ids(model, batch, caps), here)
     states_hf = model.encode(batch["input_ids"], batch["attention_mask"])[0].last_hidden_state
     torch.testing.assert_close(states_here, states_hf, rtol=0, atol=0)

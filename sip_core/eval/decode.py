@@ -14,7 +14,6 @@ import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from sip_core.model import tokenizer
-from sip_core.model.sip_model import ready_mask
 from sip_core.train.batching import DeviceSplit, eval_batches
 
 # transformers 5.24 renamed `past_key_values` to `cache` (5.17 knows only the old name).
@@ -38,12 +37,11 @@ def greedy_ids(model, batch: dict, caps: torch.Tensor) -> torch.Tensor:
     token = torch.zeros(bsz, 1, dtype=torch.long, device=device)  # decoder start = pad (0)
     done = torch.zeros(bsz, dtype=torch.bool, device=device)
     caps = caps.to(device)
-    # the cross-attention's mask as sdpa reads it, built once: from (B, K) transformers would check `mask.all()` on
-    # the host at every step, a GPU synchronisation per token beside the `done` check's
-    cross_mask = ready_mask(enc_mask, model.t5.config._attn_implementation)
     out = []
     for step in range(int(caps.max())):
-        result = model.t5(encoder_outputs=encoder_outputs, attention_mask=cross_mask, decoder_input_ids=token,
+        # enc_mask is ready for sdpa: from a (B, K) mask transformers would check `mask.all()` on the host at every
+        # step, a GPU synchronisation per token beside the `done` check's
+        result = model.t5(encoder_outputs=encoder_outputs, attention_mask=enc_mask, decoder_input_ids=token,
                           use_cache=True, **{_CACHE_KW: cache})  # the cache object is updated in place
         nxt = result.logits[:, -1].argmax(-1)
         nxt = torch.where(done, torch.zeros_like(nxt), nxt)

@@ -210,10 +210,11 @@ class SIPForConditionalGeneration(PreTrainedModel):
                        decoder_input_ids=decoder_input_ids, **kwargs)
 
     def encode(self, input_ids, attention_mask, fst=None, task_ids=None, encoder_width=None):
-        """Encoder hidden states and their (B, K) mask (used by our greedy decoder)."""
+        """Encoder hidden states and their mask as T5's attention reads it (``ready_mask``), which our greedy decoder
+        hands to every step's cross-attention."""
         embeds, mask = self.encoder_inputs(input_ids, attention_mask, fst, task_ids, encoder_width)
-        hidden = self.t5.encoder(inputs_embeds=embeds,
-                                 attention_mask=ready_mask(mask, self.t5.config._attn_implementation)).last_hidden_state
+        mask = ready_mask(mask, self.t5.config._attn_implementation)
+        hidden = self.t5.encoder(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
         return BaseModelOutput(last_hidden_state=hidden), mask
 
     @torch.no_grad()
