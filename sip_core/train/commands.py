@@ -221,8 +221,7 @@ def _relaunched(args) -> int | None:
 def _pretrain(args) -> int:
     if (code := _relaunched(args)) is not None:
         return code
-    from sip_core.train.distributed import end_worker
-    from sip_core.train.pretrain import PretrainOptions, run
+    from sip_core.train.pretrain import PretrainOptions, exit_status, run
     opts = PretrainOptions(
         variant=args.variant, data=args.data, out=args.out, init=args.init, d_model=args.d_model, d_ff=args.d_ff,
         layers=args.layers, decoder_layers=args.decoder_layers, heads=args.heads, d_kv=args.d_kv,
@@ -239,15 +238,14 @@ def _pretrain(args) -> int:
         state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start,
         save_dtype=args.save_dtype)
     metrics = run(opts)
-    return end_worker(0 if metrics["status"] in ("finished", "time_limit") else 1)
+    return exit_status(metrics["status"])
 
 
 def _finetune(args) -> int:
     if (code := _relaunched(args)) is not None:
         return code
-    from sip_core.train.distributed import end_worker
     from sip_core.train.finetune import main
-    return end_worker(main(args))
+    return main(args)
 
 
 def _evaluate(args) -> int:

@@ -16,9 +16,9 @@ training is exactly the single-process loop.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -133,38 +133,32 @@ class Dist:
         if self.enabled:
             torch.distributed.barrier(group=self.control)
 
-    def close(self, wait: bool = True, teardown_s: float = 30.0) -> None:
-        """Leave the process group (``wait=False`` on errors: the other ranks may never arrive).
+    def finish(self, code: int = 0) -> int:
+        """The last call of a torchrun worker's command, once its outputs are written: wait for every rank, then
+        end the process at once (``os._exit(code)``; it does not return). Outside torchrun it returns ``code``.
 
-        Every output is written before this is called, so a teardown that hangs (``destroy_process_group``
-        now and then never returns, pytorch#75097; seen once in CI after a finished run) is abandoned after
-        ``teardown_s``: the process then ends at once, with status 0 after a clean barrier, else 1.
+        Nothing is torn down: neither the process group (``destroy_process_group`` now and then never returns,
+        pytorch#75097) nor the command's objects (DDP's reducer and the groups die with the process). In CI a
+        finished worker, its last line printed, was kept alive until the test's 4-minute limit three times
+        (sessions 11, 13, 26); in session 26 its stack stopped at the return of ``pretrain.run``, where those
+        objects are destroyed, after the old thread-guarded teardown had passed.
         """
         if not (self.enabled and torch.distributed.is_initialized()):
+            return code
+        torch.distributed.barrier(group=self.control)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    def abandon(self, teardown_s: float = 30.0) -> None:
+        """Leave the process group on an error, without waiting for ranks that may never arrive; the error then
+        ends the process the ordinary way. A watchdog in C (faulthandler's, which needs no GIL, unlike a Python
+        thread: a hung C++ call can hold it) prints every stack and ends the process, status 1, if the
+        teardown still runs ``teardown_s`` later."""
+        if not (self.enabled and torch.distributed.is_initialized()):
             return
-        if wait:
-            torch.distributed.barrier(group=self.control)
-        teardown = threading.Thread(target=torch.distributed.destroy_process_group, daemon=True)
-        teardown.start()
-        teardown.join(teardown_s)
-        if teardown.is_alive():
-            print(f"sip: rank {self.rank}: process-group teardown still running after {teardown_s:.0f} s; "
-                  "exiting without it", file=sys.stderr)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0 if wait else 1)
-
-
-def end_worker(code: int) -> int:
-    """A torchrun worker ends here, at once (``os._exit``), once its command is done; outside torchrun this
-    returns ``code``. Its outputs are written and its process group is left (``Dist.close``), so the
-    interpreter's teardown has nothing left to do but could still block: in CI a finished worker, its last
-    line printed, once kept running until the test's 4-minute limit (experiments/results/ci-session13-ddp-flake.log)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return code
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        faulthandler.dump_traceback_later(teardown_s, exit=True)
+        torch.distributed.destroy_process_group()
 
 
 def sparse_gradient_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:

@@ -539,8 +539,7 @@ def _run_worker(args, root: Path) -> int:
                                                        task_pairs(table, tid, "test"), stage.path, save=args.save_model)
         stage.commit()
         _print_task(tid, metrics)
-    dist.close()
-    return 0
+    return dist.finish(0)
 
 
 def main(args) -> int:
@@ -630,10 +629,9 @@ def main(args) -> int:
                 _print_summary(results, out)
             elif own_task:
                 print(f"finetune: model, model card (README.md) and predictions → {out}")
+        return dist.finish(0)  # under torchrun the process ends here
     except BaseException as err:
-        dist.close(wait=False)
+        dist.abandon()
         if isinstance(err, RuntimeError) and (one_line := runtime.deterministic_kernel_error(err)):
             raise one_line from err
         raise
-    dist.close()
-    return 0

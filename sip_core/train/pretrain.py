@@ -416,7 +416,7 @@ def run(opts: PretrainOptions) -> dict:
     if status != "diverged":
         evaluate_now()
     if not dist.is_main:  # rank 0 writes the outputs
-        dist.close()
+        dist.finish(exit_status(status))
         return {"status": status}
     save_model(without_task_table(model) if prefix_mode == "te" else model, out,
                dtype=torch.bfloat16 if opts.save_dtype == "bf16" else None)
@@ -428,8 +428,13 @@ def run(opts: PretrainOptions) -> dict:
     print(f"pretrain {opts.variant}: {status} at step {state['step']}/{total_steps}, "
           f"{metrics['examples_per_second']:.0f} ex/s" + (f", exact match {summary}" if summary else "")
           + f" → {out}")
-    dist.close()
+    dist.finish(exit_status(status))  # under torchrun the process ends here, with the command's status
     return metrics
+
+
+def exit_status(status: str) -> int:
+    """The command's exit status for a run that ended with ``status``: a time limit is a normal end."""
+    return 0 if status in ("finished", "time_limit") else 1
 
 
 def make_optimizer(model, opts: PretrainOptions, device: torch.device) -> torch.optim.Optimizer:
