@@ -129,6 +129,19 @@ def test_nproc_finetuning_matches_one_process(tmp_path):
     assert (tmp_path / "two" / "README.md").exists() and not list(tmp_path.glob(".two*"))
 
 
+def test_an_error_after_the_process_group_formed_ends_every_rank_with_its_message(tmp_path):
+    """Both ranks refuse to resume another variant's checkpoint, after joining the group: each leaves it
+    (Dist.abandon) and the command fails with the one-line message, promptly, instead of waiting on a peer."""
+    pool = write_pool(tmp_path / "pool", n_train_fsts=6, n_dev_fsts=2, n_test_fsts=2, per_fst=4)
+    common = ["--data", pool, *SHAPE, "--batch-size", "8", "--max-steps", "2", "--eval-max", "4", "--no-progress",
+              "--device", "cpu", "--checkpoint-every", "1", "--out", tmp_path / "run"]
+    assert _run(["pretrain", "--variant", "naive", *common]).returncode == 0
+    started = time.monotonic()
+    two = _run(["pretrain", "--variant", "sip", *common], nproc=2)
+    assert two.returncode != 0 and time.monotonic() - started < 60
+    assert two.stderr.count("refusing to resume it as sip") == 2, two.stderr[-3000:]  # one line per rank
+
+
 @pytest.mark.slow
 def test_killed_data_parallel_run_resumes_to_identical_weights(tmp_path):
     """Every rank's RNG stream is checkpointed: with dropout on, a killed 2-process run resumes exactly."""

@@ -144,6 +144,15 @@ def run(opts: PretrainOptions) -> dict:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     dist, device_arg = distributed.setup(opts.device)  # torchrun: this rank's process group and device
+    try:
+        return _train(opts, out, dist, device_arg)
+    except BaseException:
+        dist.abandon()  # an error on one rank: leave without waiting for the others
+        raise
+
+
+def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg: str) -> dict:
+    """``run``'s training loop, evaluation and outputs, in this rank's process group (if any)."""
     device = runtime.pick_device(device_arg)
     runtime.configure_threads(device, opts.threads)
     autocast = runtime.set_precision(opts.precision, device)
