@@ -7,40 +7,14 @@ checks that the comparison catches a real change.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from sip_core.report.regression import compare_dirs, compare_table, load_tolerance
-
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT / "results" / "ci"
-MIRROR = Path(os.environ.get("SIP_DATA_MIRROR", ROOT.parent / "shared" / "data"))
-TABLES = ["table1", "table2", "table3", "table4", "table5", "table6", "table7", "pretrain",
-          "prefix", "significance", "table8", "table9", "table10", "table11", "probe"]
-IGNORE = shutil.ignore_patterns(".git", ".venv", "data", "logs", ".snakemake", "results", "__pycache__",
-                                ".pytest_cache", ".hypothesis", ".dvc-remote", "handoff", "runs")
-
-
-@pytest.fixture(scope="module")
-def ci_run(tmp_path_factory):
-    if not MIRROR.exists():
-        pytest.skip(f"no data mirror at {MIRROR}")
-    work = tmp_path_factory.mktemp("ci") / "repo"
-    shutil.copytree(ROOT, work, ignore=IGNORE)
-    targets = [f"results/ci/{name}.csv" for name in TABLES]
-    cmd = [sys.executable, "-m", "snakemake", "-j2", "--config", "scale=ci", f"mirror={MIRROR}", "--", *targets]
-    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=40 * 60)
-    if proc.returncode != 0:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-1500:]}" for p in sorted((work / "logs").rglob("*.log"))
-                         if "rror" in p.read_text())
-        pytest.fail(f"ci pipeline failed:\n{proc.stderr[-3000:]}\n{logs}")
-    return work
+from tests.fixtures.ci_pipeline import MIRROR, REFERENCE, TABLES
 
 
 @pytest.mark.slow
