@@ -664,8 +664,8 @@ def register(commands, data_commands) -> None:
                             "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
     run_p.add_argument("--mps", action=argparse.BooleanOptionalAction, default=None,
                        help="run the jobs under a CUDA MPS control daemon, so that jobs sharing a GPU run their "
-                            "kernels at once instead of taking turns. Default: on where the host shows a GPU (best effort: without MPS, a "
-                            "warning)")
+                            "kernels at once instead of taking turns. Default: on where the host shows a GPU "
+                            "(best effort: without MPS, a warning)")
     run_p.add_argument("--allow-rerun", action="store_true",
                        help="start even if the outputs here are older than this host's last call left them")
     run_p.set_defaults(func=lambda a: _handoff_run(a))

@@ -145,7 +145,7 @@ class Dist:
         """
         if not (self.enabled and torch.distributed.is_initialized()):
             return code
-        torch.distributed.barrier(group=self.control)
+        self.barrier()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
