@@ -5,6 +5,8 @@
 #   STEPS=400 RUNS="1:1024 2:1024 2:2048" bash experiments/ddp_bench.sh   (data/ci/pretrain/d4 carried)
 # EXTRA adds flags to every run (an A/B: EXTRA="--clock-sync-every 1" OUT=/tmp/b bash experiments/ddp_bench.sh;
 # where the time goes: EXTRA="--profile-steps 150:170" adds each rank's profile-rank<R>.txt to $OUT).
+# A pair may repeat: RUNS="1:1024 2:2048 1:1024 2:2048 1:1024 2:2048" interleaves them, and each 2-GPU run is
+# compared with the mean of its neighbouring 1-GPU runs (the 1-GPU rate moves between calls; session 28).
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
@@ -14,19 +16,28 @@ common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1
   --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
   --eval-every 1000000 --no-progress ${EXTRA:-}"
 runs=${RUNS:-1:1024 2:1024 2:2048}
+i=0
 for run in $runs; do
-  n=${run%%:*}; batch=${run#*:}
-  rm -rf /tmp/ddp-$n-$batch
-  python3 -m sip_core.cli pretrain $common --nproc $n --batch-size $batch --out /tmp/ddp-$n-$batch 2>&1 | tail -1
-  cp /tmp/ddp-$n-$batch/pretrain_metrics.json "$out/ddp-$n-$batch.json"
-  for f in /tmp/ddp-$n-$batch/profile-rank*.txt; do [[ -f $f ]] && cp "$f" "$out/ddp-$n-$batch-$(basename "$f")"; done
+  n=${run%%:*}; batch=${run#*:}; name=ddp-$n-$batch; [[ $i -gt 0 ]] && name=$name-run$i  # the first keeps its old name
+  rm -rf /tmp/$name
+  python3 -m sip_core.cli pretrain $common --nproc $n --batch-size $batch --out /tmp/$name 2>&1 | tail -1
+  cp /tmp/$name/pretrain_metrics.json "$out/$name.json"
+  for f in /tmp/$name/profile-rank*.txt; do [[ -f $f ]] && cp "$f" "$out/$name-$(basename "$f")"; done
+  i=$((i + 1))
 done
 python3 - "$out" $runs <<'PY'
 import json, sys
 out, runs = sys.argv[1], sys.argv[2:]
-for run in runs:  # steady state: the logging windows after the first (warm-up, allocator, NCCL set-up)
+rates = []
+for i, run in enumerate(runs):  # steady state: the logging windows after the first (warm-up, allocator, NCCL set-up)
     n, batch = run.split(":")
-    windows = [w["examples_per_second"] for w in json.load(open(f"{out}/ddp-{n}-{batch}.json"))["curve"]]
+    name = f"ddp-{n}-{batch}" + (f"-run{i}" if i else "")
+    windows = [w["examples_per_second"] for w in json.load(open(f"{out}/{name}.json"))["curve"]]
     curve = windows[1:] or windows
-    print(f"{n} GPU(s), global batch {batch}: {sum(curve) / len(curve):.0f} ex/s (steady state)")
+    rates.append((int(n), sum(curve) / len(curve)))
+    print(f"{n} GPU(s), global batch {batch}: {rates[-1][1]:.0f} ex/s (steady state)")
+for i, (n, rate) in enumerate(rates):  # each multi-GPU run against the 1-GPU runs just before and after it
+    ones = [r for j, (m, r) in enumerate(rates) if m == 1 and abs(j - i) == 1]
+    if n > 1 and ones:
+        print(f"run {i + 1} ({n} GPUs): {rate / (sum(ones) / len(ones)):.2f}x its neighbouring 1-GPU runs")
 PY

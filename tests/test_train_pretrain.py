@@ -113,3 +113,27 @@ def test_a_constant_lr_run_continued_for_more_epochs_resumes(pool, tmp_path):
     assert "resuming from step" in rerun.stdout and "starting over" not in rerun.stdout, rerun.stdout
     fresh = _pretrain(pool, tmp_path / "fresh", "--epochs", "3")
     assert _weights_equal(tmp_path / "run", tmp_path / "fresh")
+
+
+def test_exact_match_by_length_covers_the_long_pool_band_by_band(monkeypatch):
+    """Per-length exact match (what showed SIP-d4-long's simulation at 91-110 characters): every input length of
+    the d4-long pool falls in exactly one band, each band scores only its own examples, empty bands are left out."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from sip_core.data.pools import LONG_LENGTHS
+    from sip_core.eval import decode
+    from sip_core.train.data import make_split
+    from sip_core.train.pretrain import LENGTH_BANDS, exact_match
+
+    lengths = np.arange(LONG_LENGTHS[0], LONG_LENGTHS[1] + 1)
+    in_bands = sum(((lengths >= lo) & (lengths <= hi)).astype(int) for lo, hi in LENGTH_BANDS)
+    assert (in_bands == 1).all()
+
+    inputs = ["a" * 5, "b" * 40, "c" * 45, "d" * 100]
+    split = make_split(inputs, ["x", "y", "z", "w"])
+    monkeypatch.setattr(decode, "predict_split", lambda *a, **k: ["x", "y", "wrong", "w"])
+    scores = exact_match(None, SimpleNamespace(split=split), 8, None, by_length=True)
+    assert scores["acc"] == 75.0
+    assert (scores["acc_len1-10"], scores["acc_len36-50"], scores["acc_len91-110"]) == (100.0, 50.0, 100.0)
+    assert "acc_len11-20" not in scores and "acc_len51-70" not in scores

@@ -527,7 +527,7 @@ def _run_worker(args, root: Path) -> int:
     """A task pool's child (``--worker-tasks A,B,..``; ``--out`` the pool's staging directory): its tasks one after
     another in one process, each exactly as ``--task-id T --out <root>/T`` would run it (same staging, settings and
     resume), so that a process start (~45 s with 15 at once on a GPU host) is paid once, not per task."""
-    print(f"worker: Python and its imports ready {taskpool.since_launch()} after launch", flush=True)
+    print(f"worker: Python and its imports ready {taskpool.since_launch()} after launch (pid {os.getpid()})", flush=True)
     table = load_task_examples(args.tasks)
     dist, device_arg = distributed.setup(args.device)
     tuner = FineTuner(args, dist, device_arg)
