@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.fixtures.tiny_fsts import write_tasks
 
@@ -46,14 +47,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_task_workers_reproduce_the_in_process_loop(tmp_path):
+@pytest.mark.parametrize("start", ["forkserver", "spawn"])
+def test_task_workers_reproduce_the_in_process_loop(tmp_path, start):
     tasks = write_tasks(tmp_path / "tasks", n_tasks=3, n_train=16, n_test=6)
     ids = [f"iteration-s2-{i}" for i in range(3)]
     seq = subprocess.run(_cmd(tasks, tmp_path / "seq", "--epochs", "3"), capture_output=True, text=True, cwd=ROOT,
                          env=ENV)
     assert seq.returncode == 0, seq.stderr
     pool = subprocess.run(_cmd(tasks, tmp_path / "pool", "--epochs", "3", "--task-workers", "2"), capture_output=True,
-                          text=True, cwd=ROOT, env=ENV)
+                          text=True, cwd=ROOT, env={**ENV, "SIP_WORKER_START": start})
     assert pool.returncode == 0, pool.stderr
     assert "3 of 3 tasks to run, 2 at a time" in pool.stdout and pool.stdout.count("finetune iteration-s2-") == 3
     _same_results(tmp_path / "seq", tmp_path / "pool", ids)
@@ -74,6 +76,11 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path):
     bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1"), capture_output=True, text=True, cwd=ROOT,
                          env={**ENV, "SIP_TASK_WORKERS": "two"})
     assert bad.returncode == 2 and bad.stderr.startswith("sip: error: SIP_TASK_WORKERS") and not (tmp_path / "bad").exists()
+    # so does a start method that does not exist, before any worker starts
+    bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1", "--task-workers", "2"), capture_output=True,
+                         text=True, cwd=ROOT, env={**ENV, "SIP_WORKER_START": "fork"})
+    assert bad.returncode == 2 and bad.stderr.startswith("sip: error: $SIP_WORKER_START must be forkserver or spawn")
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad").exists()
 
 
 def test_a_stopped_parent_stops_its_children_and_a_rerun_resumes(tmp_path):

@@ -14,6 +14,7 @@ the fine-tuning code once per job. Launched as fresh interpreters, 20 workers at
 each on their imports (session 28's worker logs); the server has imported nothing that touches CUDA, so each fork
 starts its own CUDA context as a fresh process would. Each worker runs the parent's own command line
 (``child_command``) through ``sip_core.cli.main``, in the parent's environment and working directory.
+``SIP_WORKER_START=spawn`` starts fresh interpreters instead.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from sip_core.errors import SipError
 
 POLL_SECONDS = 0.5
 LAUNCHED_AT = "SIP_WORKER_LAUNCHED_AT"  # wall clock at the workers' launch: their logs say where start-up went
+WORKER_START = "SIP_WORKER_START"  # how workers start: forkserver (default) or spawn
 
 
 def since_launch() -> str:
@@ -64,9 +66,15 @@ def _worker(argv: list[str], log: str, env: dict[str, str]) -> None:
     sys.exit(cli.main(argv))
 
 
-def _fork_context():
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+def _worker_context():
+    """``forkserver`` (default), or ``spawn`` (a fresh interpreter per worker, as before session 28) where
+    ``$SIP_WORKER_START`` says so: the way back if a host's sandbox cannot run the fork server."""
+    method = os.environ.get(WORKER_START, "forkserver")
+    if method not in ("forkserver", "spawn"):
+        raise SipError(f"${WORKER_START} must be forkserver or spawn, got {method!r}")
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
     return ctx
 
 
@@ -92,8 +100,8 @@ def run_tasks(cli_argv: list[str], todo: list[tuple[str, Path]], workers: int, t
     """Fine-tune ``todo`` ((task id, output directory) pairs, all in one directory) by ``workers`` processes, each
     running its share one task after another; ``threads`` CPU threads each. ``on_done`` gets each finished task's
     metrics as it appears; any failure raises SipError after the other workers have finished."""
+    ctx = _worker_context()
     env = {**os.environ, "SIP_THREADS": str(threads)}
-    ctx = _fork_context()
     running, failed, reported = {}, [], set()
     # a SIGTERM to the parent alone (not its group) must stop the children too: let it unwind through `finally`
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
