@@ -7,11 +7,14 @@
 # where the time goes: EXTRA="--profile-steps 150:170" adds each rank's profile-rank<R>.txt to $OUT).
 # A pair may repeat: RUNS="1:1024 2:2048 1:1024 2:2048 1:1024 2:2048" interleaves them, and each 2-GPU run is
 # compared with the mean of its neighbouring 1-GPU runs (the 1-GPU rate moves between calls; session 28).
+# Gradients all-reduced in bf16 (half the bytes): EXTRA="--ddp-grads bf16"; the transport and its bandwidth:
+# experiments/allreduce_bench.py.
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
 steps=${STEPS:-400}; out=${OUT:-/tmp}; mkdir -p "$out"
 nvidia-smi --query-gpu=name --format=csv,noheader || true
+nvidia-smi topo -m || true  # NV#: NVLink between the cards; PHB/SYS/NODE: PCIe or through the host
 common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4
   --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
   --eval-every 1000000 --no-progress ${EXTRA:-}"

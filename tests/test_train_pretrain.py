@@ -86,6 +86,17 @@ def test_profile_steps_writes_a_summary_of_the_window_and_rejects_a_bad_one(pool
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.parametrize("flag, value, message", [
+    ("--ddp-bucket-mb", "0", "sip: error: --batch-size, --grad-accum, --clock-sync-every and --ddp-bucket-mb must be positive"),
+    ("--ddp-grads", "fp16", None)])  # argparse's choices: its usage line, then the error
+def test_bad_data_parallel_options_end_in_one_error_and_no_output(pool, tmp_path, flag, value, message):
+    bad = _pretrain(pool, tmp_path / "bad", flag, value)
+    assert bad.returncode == 2, bad.stderr
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last == message if message else ("--ddp-grads: invalid choice: 'fp16'" in last)
+    assert not (tmp_path / "bad").exists()
+
+
 def _weights_equal(a: Path, b: Path) -> bool:
     wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
     return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)

@@ -211,6 +211,10 @@ def _add_nproc(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nproc", default=None,
                    help="data-parallel processes: N, or auto (every visible GPU); starts torchrun itself "
                         "(default $SIP_NPROC or 1). --batch-size stays the global batch")
+    p.add_argument("--ddp-grads", choices=("fp32", "bf16"), default="fp32",
+                   help="with several processes, all-reduce the gradients in this dtype (bf16: half the bytes)")
+    p.add_argument("--ddp-bucket-mb", type=float, default=25.0,
+                   help="with several processes, DDP's gradient bucket size in MB (its bucket_cap_mb)")
 
 
 def _relaunched(args) -> int | None:
@@ -236,7 +240,7 @@ def _pretrain(args) -> int:
         clock_sync_every=args.clock_sync_every, profile_steps=args.profile_steps,
         log_every=args.log_every, device=args.device, threads=args.threads, progress=not args.no_progress,
         state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start,
-        save_dtype=args.save_dtype)
+        save_dtype=args.save_dtype, ddp_grads=args.ddp_grads, ddp_bucket_mb=args.ddp_bucket_mb)
     metrics = run(opts)
     return exit_status(metrics["status"])
 

@@ -73,6 +73,8 @@ class PretrainOptions:
     checkpoint_minutes: float = 15.0
     clock_sync_every: int = 8      # DDP: ranks agree on wall-clock decisions every N steps (one all-reduce)
     profile_steps: str | None = None  # "A:B": a torch.profiler summary of optimiser steps A..B per rank
+    ddp_grads: str = "fp32"        # DDP: the dtype gradients are all-reduced in
+    ddp_bucket_mb: float = 25.0    # DDP: gradient bucket size (bucket_cap_mb)
     log_every: int = 50
     device: str = "auto"
     threads: int | None = None
@@ -130,8 +132,8 @@ def _eval_subset(split, n: int, seed: int):
 def run(opts: PretrainOptions) -> dict:
     if opts.variant not in VARIANT_PREFIX:
         raise SipError(f"--variant must be one of {sorted(VARIANT_PREFIX)}, not {opts.variant!r}")
-    if opts.batch_size < 1 or opts.grad_accum < 1 or opts.clock_sync_every < 1:
-        raise SipError("--batch-size, --grad-accum and --clock-sync-every must be positive")
+    if opts.batch_size < 1 or opts.grad_accum < 1 or opts.clock_sync_every < 1 or not opts.ddp_bucket_mb > 0:
+        raise SipError("--batch-size, --grad-accum, --clock-sync-every and --ddp-bucket-mb must be positive")
     if opts.state_loss < 0 or opts.curriculum_steps < 0:
         raise SipError("--state-loss and --curriculum-steps must be >= 0")
     if not (opts.lr >= 0 and opts.te_lr >= 0):  # also NaN
@@ -237,7 +239,7 @@ def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg:
             wsd_decay(scheduler).update(state["cooldown"])
             total_steps = state["cooldown"]["start"] + state["cooldown"]["steps"]
 
-    forward = dist.wrap(model, device)
+    forward = dist.wrap(model, device, opts.ddp_grads, opts.ddp_bucket_mb)
     forward = torch.compile(forward, dynamic=True) if opts.compile else forward
     config_json = model.config.to_json_string()
 
