@@ -31,6 +31,9 @@ MODELS: dict[str, ModelSpec] = {
     "sip-d4plus": ModelSpec("sip", "d4plus", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-nd7": ModelSpec("sip", "nd7", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-d4-long": ModelSpec("sip", "d4long", parent="sip-d4", prefix="mean", hparams="sip"),
+    # the same extension on SIP-d4-long: Table 11's tasks, whose FSTs OSTIA's letter-to-letter fallback finds (session 29)
+    "sip-d4-long-induced": ModelSpec(None, None, checkpoint_of="sip-d4-long", prefix="induced", hparams="sip",
+                                     extension=True),
 }
 
 # Run tables of the analyses (workflow/rules/analysis.smk); their models and settings: params `analysis`.

@@ -3,19 +3,22 @@ through `Machine.apply` (the gold machine's own path search), not through the le
 
 OSTIA identifies *total* subsequential functions (Oncina et al. 1993); without knowing the domain it may generalise a
 partial one differently, so the identification test draws total machines (every state final, no dropped arcs), and
-partial ones are only held to agreeing with their training pairs."""
+partial ones are only held to agreeing with their training pairs. The letter-to-letter learner is held to
+identifying partial machines from random walks (Table 11's training strings)."""
 from __future__ import annotations
 
 import itertools
 import random
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from sip_core.fst import vocab as V
 from sip_core.fst.iso import det_key
 from sip_core.fst.machine import Machine
-from sip_core.fst.ostia import Ostia, induce_machine
+from sip_core.fst.ostia import LetterToLetter, Ostia, induce_machine
 from sip_core.fst.sample import random_fst
+from sip_core.fst.walk import Walker
 
 SEEDS = st.integers(min_value=0, max_value=10**9)
 VOCAB = "abc"
@@ -80,3 +83,52 @@ def test_induce_machine_declines_what_a_prefix_cannot_hold():
     assert induce_machine([("a", "x"), ("aa", "yy"), ("ab", "yb"), ("b", "b")]) is None
     many = _pairs(_gold(3), range(0, 7))
     assert induce_machine(many, max_states=0) is None
+
+
+def _letter_machine(seed: int, vocab: str = "abcdefghijklmnopqrstuvwxy") -> Machine:
+    """A partial 4-state letter-to-letter FST like Table 11's (one final state, about half of 25 symbols per state,
+    random outputs), with walks of every length from 1 to 70."""
+    rng = random.Random(seed)
+    while True:
+        arcs = tuple((q, a, rng.choice(vocab), rng.randrange(4)) for q in range(4)
+                     for a in rng.sample(vocab, rng.randint(8, 16)))
+        m = Machine(4, (3,), arcs, vocab)
+        if not any(Walker(m, n, n).empty for n in range(1, 71)):
+            return m
+
+
+def _walks(m: Machine, rng: random.Random, n: int, lo: int, hi: int) -> list[tuple[str, str]]:
+    walker = Walker(m, lo, hi)
+    return [walker.sample(rng)[:2] for _ in range(n)]
+
+
+@settings(max_examples=10, deadline=None)
+@given(SEEDS)
+def test_letter_to_letter_learns_a_partial_fst_from_random_walks_where_ostia_needs_pairs_it_lacks(seed):
+    """Table 11's situation: 2,000 random walks of 1-15 symbols over 25 symbols hold almost no two strings that
+    differ only in their first symbols, which OSTIA needs to tell states apart. The letter-to-letter learner must
+    still compute the gold machine's function on walks of 40-70 symbols (checked by the gold machine's own path
+    search, `Machine.apply`), with no more states than the gold machine."""
+    gold, rng = _letter_machine(seed), random.Random(seed)
+    pairs = _walks(gold, rng, 2000, 1, 15)
+    learned = LetterToLetter(pairs).learn(max_states=4)
+    assert learned.states is not None and len(learned.states) <= 4
+    machine = learned.to_machine(gold.vocab)
+    assert all(machine.apply(x) == y for x, y in pairs)
+    assert all(machine.apply(x) == y for x, y in _walks(gold, rng, 200, 40, 70))
+
+
+def test_induce_machine_falls_back_to_letter_to_letter_where_ostia_fails():
+    gold, rng = _letter_machine(0), random.Random(0)
+    pairs = _walks(gold, rng, 2000, 1, 15)
+    ostia = Ostia(pairs).learn(max_states=4)
+    assert ostia.states is None  # OSTIA needs more than 4 states for these pairs
+    machine = induce_machine(pairs, max_states=4)
+    assert machine is not None and machine.n_states <= 4
+    assert all(machine.apply(x) == y for x, y in _walks(gold, rng, 200, 40, 70))
+
+
+@pytest.mark.parametrize("pairs", [[("ab", "x")], [("ab", "xy"), ("ac", "zy")]])  # a deletion; 'a' as x and as z
+def test_letter_to_letter_refuses_pairs_that_are_not_letter_to_letter(pairs):
+    with pytest.raises(ValueError, match="letter-to-letter"):
+        LetterToLetter(pairs)

@@ -59,8 +59,10 @@ def test_another_scale_and_unread_keys_leave_ci_hashes_alone():
 
 def test_the_induced_prefix_lr_reaches_only_the_induced_runs_and_their_command():
     hit = changed(lambda p: p["scales"]["gpu"]["finetune"].update(induced_prefix_lr=0.02), scale="gpu")
-    assert {"finetune/sip-d4-induced/iteration-s4", "finetune/sip-d4-induced/uc-s4", "table/table1"} <= hit
-    assert not any(j.startswith("finetune/") and "/sip-d4-induced/" not in j for j in hit)
+    assert {"finetune/sip-d4-induced/iteration-s4", "finetune/sip-d4-induced/uc-s4", "table/table1",
+            "finetune/sip-d4-long-induced/len-90-110"} <= hit
+    induced = ("/sip-d4-induced/", "/sip-d4-long-induced/")
+    assert not any(j.startswith("finetune/") and not any(m in j for m in induced) for j in hit)
     gpu = config.resolve(PARAMS, "gpu")["finetune"]
     assert pipeline.induced_prefix_flag(gpu, "sip-d4-induced") == f" --induced-prefix-lr {gpu['induced_prefix_lr']}"
     assert pipeline.induced_prefix_flag(gpu, "sip-d4") == ""

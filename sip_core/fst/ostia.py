@@ -5,6 +5,8 @@ states in breadth-first order (red-blue), keeping a merge when the folded output
 subsequential function in the limit: given enough pairs of an input-deterministic FST it returns that FST, up to
 state numbering. SIP uses it (``sip finetune --prefix induced``) to start the tuned prefix from the encoding of the
 FST the training pairs determine, where there is one; an extension, not the paper's method (DEVIATIONS.md).
+`LetterToLetter` is the same merging for pairs whose outputs are as long as their inputs, which needs far fewer
+pairs; `induce_machine` falls back to it where OSTIA finds no machine.
 """
 from __future__ import annotations
 
@@ -30,28 +32,35 @@ class Ostia:
     a failed merge is undone in place (copying a 50k-state tree per try would be too slow)."""
 
     def __init__(self, pairs):
+        self._empty_tree()
+        for x, y in pairs:
+            q = 0
+            for a in x:
+                q = self._step(q, a, "")
+            if self.final[q] not in (None, y):
+                raise ValueError(f"not a function: {x!r} -> {self.final[q]!r} and {y!r}")
+            self.final[q] = y
+        self.initial = self._make_onward()
+
+    def _empty_tree(self) -> None:
         self.child: list[dict[str, int]] = [{}]
         self.out: list[dict[str, str]] = [{}]
         self.final: list[str | None] = [None]
         self.parent: list[tuple[int, str] | None] = [None]
         self.access: list[str] = [""]
-        for x, y in pairs:
-            q = 0
-            for a in x:
-                if a not in self.child[q]:
-                    self.child[q][a] = len(self.child)
-                    self.out[q][a] = ""
-                    self.child.append({})
-                    self.out.append({})
-                    self.final.append(None)
-                    self.parent.append((q, a))
-                    self.access.append(self.access[q] + a)
-                q = self.child[q][a]
-            if self.final[q] not in (None, y):
-                raise ValueError(f"not a function: {x!r} -> {self.final[q]!r} and {y!r}")
-            self.final[q] = y
-        self.initial = self._make_onward()
         self.log: list | None = None
+
+    def _step(self, q: int, a: str, output: str) -> int:
+        """The prefix tree's child of ``q`` on ``a``, added with ``output`` on its edge if new."""
+        if a not in self.child[q]:
+            self.child[q][a] = len(self.child)
+            self.out[q][a] = output
+            self.child.append({})
+            self.out.append({})
+            self.final.append(None)
+            self.parent.append((q, a))
+            self.access.append(self.access[q] + a)
+        return self.child[q][a]
 
     def _make_onward(self) -> str:
         """Push every output towards the root (deepest states first); returns the output before the first symbol."""
@@ -172,14 +181,59 @@ class Ostia:
         return Machine(len(self.states), finals, tuple(transitions), vocab)
 
 
+class LetterToLetter(Ostia):
+    """The same red-blue merging for letter-to-letter pairs (every output as long as its input): each output symbol
+    stays on its input symbol's edge (no onward form, no push-back), and two states merge only if their shared
+    edges write the same symbols, recursively.
+
+    OSTIA needs a characteristic sample: for two different states, a pair of strings that reach them and go on with
+    the same suffix. Random walks over 25 symbols (Table 11's training strings, mostly 14-15 long) almost never hold
+    such a pair, and for a partial function OSTIA then makes a wrong early merge and ends with ~1,000 states
+    (docs/EXPERIMENTS.md, session 29). Here every shared prefix is evidence, whatever the string's ending."""
+
+    def __init__(self, pairs):
+        self._empty_tree()
+        for x, y in pairs:
+            if len(x) != len(y):
+                raise ValueError(f"not letter-to-letter: {x!r} -> {y!r}")
+            q = 0
+            for a, b in zip(x, y):
+                q = self._step(q, a, b)
+                if self.out[self.parent[q][0]][a] != b:
+                    raise ValueError(f"not a letter-to-letter function: {x!r} -> {y!r}")
+            self.final[q] = ""
+        self.initial = ""
+
+    def _fold(self, p: int, q: int) -> bool:
+        if self.final[q] is not None and self.final[p] is None:
+            self._set(self.final, p, "")
+        for a, qc in list(self.child[q].items()):
+            if a not in self.child[p]:
+                self._set(self.child[p], a, qc)
+                self._set(self.out[p], a, self.out[q][a])
+                self._set(self.parent, qc, (p, a))
+                continue
+            if self.out[p][a] != self.out[q][a]:
+                return False
+            pc = self.child[p][a]
+            if pc != qc and not self._fold(pc, qc):
+                return False
+        return True
+
+
 def induce_machine(pairs, max_states: int | None = None) -> Machine | None:
     """The FST OSTIA learns from ``pairs`` (its vocabulary: the symbols of their inputs), or None when the pairs
-    are not a function, need more than ``max_states`` states, or give a transducer a prefix cannot hold."""
+    are not a function, need more than ``max_states`` states, or give a transducer a prefix cannot hold. Where
+    OSTIA gives none and every pair is letter-to-letter, `LetterToLetter`'s machine (OSTIA first, so that what it
+    learns, e.g. Table 1's iteration tasks, stays as it was)."""
     pairs = list(pairs)
-    try:
-        learner = Ostia(pairs)
-        learner.learn(max_states)
-    except (ValueError, RecursionError):  # not a function; inputs too long to fold
-        return None
     vocab = "".join(sorted({a for x, _ in pairs for a in x}))
-    return learner.to_machine(vocab)
+    for learner_class in (Ostia, LetterToLetter):
+        try:
+            learner = learner_class(pairs)
+            learner.learn(max_states)
+        except (ValueError, RecursionError):  # not a function (of this kind); inputs too long to fold
+            continue
+        if (machine := learner.to_machine(vocab)) is not None:
+            return machine
+    return None
