@@ -198,8 +198,8 @@ class LetterToLetter(Ostia):
                 raise ValueError(f"not letter-to-letter: {x!r} -> {y!r}")
             q = 0
             for a, b in zip(x, y):
-                q = self._step(q, a, b)
-                if self.out[self.parent[q][0]][a] != b:
+                p, q = q, self._step(q, a, b)
+                if self.out[p][a] != b:  # an edge already there writes another symbol
                     raise ValueError(f"not a letter-to-letter function: {x!r} -> {y!r}")
             self.final[q] = ""
         self.initial = ""

@@ -211,7 +211,7 @@ def _add_nproc(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nproc", default=None,
                    help="data-parallel processes: N, or auto (every visible GPU); starts torchrun itself "
                         "(default $SIP_NPROC or 1). --batch-size stays the global batch")
-    p.add_argument("--ddp-grads", choices=("fp32", "bf16"), default="fp32",
+    p.add_argument("--ddp-grads", choices=("fp32", "bf16"), default="fp32",  # distributed.DDP_GRADS (no torch here)
                    help="with several processes, all-reduce the gradients in this dtype (bf16: half the bytes)")
     p.add_argument("--ddp-bucket-mb", type=float, default=25.0,
                    help="with several processes, DDP's gradient bucket size in MB (its bucket_cap_mb)")

@@ -278,7 +278,8 @@ class FineTuner:
             runtime.seed_everything(args.seed)
         distributed.seed_rank(dist, args.seed)
         model = self.model
-        forward = dist.wrap(model, self.device, getattr(args, "ddp_grads", "fp32"), getattr(args, "ddp_bucket_mb", 25.0))
+        forward = dist.wrap(model, self.device, getattr(args, "ddp_grads", "fp32"),
+                            getattr(args, "ddp_bucket_mb", 25.0))
         train_pairs = fit_pairs
         if not train_pairs:
             raise SipError(f"task {task_id!r}: --holdout-longest leaves no training pairs")
