@@ -30,6 +30,21 @@ def test_crlf_bom_blank_lines_and_unseen_characters(tmp_path):
     assert read_pairs(_tsv(tmp_path, data)) == [("жук", "甲虫"), ("z", "q")]
 
 
+def test_a_csv_quoted_file_is_read_as_it_is_with_one_warning(tmp_path, capsys):
+    """pandas' to_csv(sep="\t") quotes every field holding a quote and doubles the quotes inside; those fields are
+    read literally (a quote is a symbol), with a warning naming how many lines look quoted."""
+    import pandas as pd
+    pairs = [('a"b', 'x"y'), ("cd", "dc"), ('"e"', "e")]
+    path = tmp_path / "quoted.tsv"
+    pd.DataFrame(pairs).to_csv(path, sep="\t", header=False, index=False)
+    read = read_pairs(path)
+    assert read[0] == ('"a""b"', '"x""y"') and read[1] == ("cd", "dc")  # as written, not unquoted
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith(f"sip: warning: {path}: 2 of 3 lines hold CSV-quoted fields")
+    read_pairs(_tsv(tmp_path, 'a"b\tx""y\n"q"\tq\n""\t"\n'.encode()))  # quotes, none of them CSV quoting
+    assert capsys.readouterr().err == ""
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(SipError, match=r"nope.tsv: no such file"):
         read_pairs(tmp_path / "nope.tsv")

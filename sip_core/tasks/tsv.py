@@ -7,6 +7,7 @@ never seen are fine (ByT5 reads bytes); empty outputs are allowed (deletion is a
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
@@ -99,7 +100,19 @@ def _tsv_pairs(raw_lines: Iterable[bytes], source: str, max_bytes: int) -> list[
     if not pairs:
         what = "only a header" if seen_header else "no examples"
         raise SipError(f"{source}: {what} (expected input<TAB>output lines)")
+    quoted = sum(_csv_quoted(x) or _csv_quoted(y) for x, y in pairs)
+    if quoted:  # kept as they are (a quote is a symbol like any other), but rarely what was meant
+        print(f"sip: warning: {source}: {quoted} of {len(pairs)} lines hold CSV-quoted fields (\"a\"\"b\" for a\"b); "
+              "sip reads TSV fields as they are, quotes included (write them unquoted, e.g. pandas "
+              "to_csv(..., quoting=csv.QUOTE_NONE))", file=sys.stderr)
     return pairs
+
+
+def _csv_quoted(field: str) -> bool:
+    """A field as a CSV writer quotes it (pandas' to_csv does for any field holding a quote): wrapped in quotes,
+    with every quote inside doubled (session 29 trained on such a file by mistake)."""
+    inner = field[1:-1]
+    return len(field) > 2 and field[0] == field[-1] == '"' and '""' in inner and '"' not in inner.replace('""', "")
 
 
 def _parquet_pairs(path: Path, task_id: str | None, split: str | None, max_bytes: int) -> list[tuple[str, str]]:
