@@ -96,6 +96,12 @@ class Ostia:
         if self.final[r] is not None:
             self._set(self.final, r, v + self.final[r])
 
+    def _graft(self, p: int, a: str, qc: int, output: str) -> None:
+        """Hang subtree ``qc`` from ``p`` on ``a``, writing ``output`` (a later merge redirects p's edge)."""
+        self._set(self.child[p], a, qc)
+        self._set(self.out[p], a, output)
+        self._set(self.parent, qc, (p, a))
+
     def _fold(self, p: int, q: int) -> bool:
         if self.final[q] is not None:
             if self.final[p] is None:
@@ -104,9 +110,7 @@ class Ostia:
                 return False
         for a, qc in list(self.child[q].items()):
             if a not in self.child[p]:
-                self._set(self.child[p], a, qc)
-                self._set(self.out[p], a, self.out[q][a])
-                self._set(self.parent, qc, (p, a))  # the subtree now hangs from p: a later merge redirects p's edge
+                self._graft(p, a, qc, self.out[q][a])
                 continue
             pc, op, oq = self.child[p][a], self.out[p][a], self.out[q][a]
             u = lcp((op, oq))
@@ -209,9 +213,7 @@ class LetterToLetter(Ostia):
             self._set(self.final, p, "")
         for a, qc in list(self.child[q].items()):
             if a not in self.child[p]:
-                self._set(self.child[p], a, qc)
-                self._set(self.out[p], a, self.out[q][a])
-                self._set(self.parent, qc, (p, a))
+                self._graft(p, a, qc, self.out[q][a])
                 continue
             if self.out[p][a] != self.out[q][a]:
                 return False
