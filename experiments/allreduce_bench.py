@@ -15,7 +15,8 @@ import torch
 import torch.distributed as dist
 
 # never NVLink multicast on the lent hosts (KINDS.md), even when started without ddp_bench.sh's environment
-for name, value in {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}.items():
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+for name, value in NO_MULTICAST.items():
     os.environ.setdefault(name, value)
 
 
