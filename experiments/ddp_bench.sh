@@ -9,6 +9,8 @@
 # compared with the mean of its neighbouring 1-GPU runs (the 1-GPU rate moves between calls; session 28).
 # Gradients all-reduced in bf16 (half the bytes): EXTRA="--ddp-grads bf16"; the transport and its bandwidth:
 # experiments/allreduce_bench.py.
+# A run may name a variant, N:BATCH:VARIANT, so that A/B runs interleave in one call (see `variant` below):
+#   RUNS="1:1024 2:2048 2:2048:onebucket 1:1024 2:2048:ch2 2:2048 1:1024" bash experiments/ddp_bench.sh
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
@@ -19,11 +21,24 @@ common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1
   --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
   --eval-every 1000000 --no-progress ${EXTRA:-}"
 runs=${RUNS:-1:1024 2:1024 2:2048}
+variant() {  # what a named variant changes: "ENV=VALUE ... -- FLAGS"
+  case $1 in
+    "") echo "--" ;;
+    bf16) echo "-- --ddp-grads bf16" ;;                # gradients all-reduced in bf16
+    onebucket) echo "-- --ddp-bucket-mb 128" ;;        # one all-reduce after the backward (no overlap with it)
+    ch2) echo "NCCL_MAX_NCHANNELS=2 --" ;;             # NCCL's kernels hold 2 SMs instead of up to 24
+    profile) echo "-- --profile-steps 150:170" ;;      # each rank's profile-rank<R>.txt
+    *) echo "unknown variant $1" >&2; exit 2 ;;
+  esac
+}
 i=0
 for run in $runs; do
-  n=${run%%:*}; batch=${run#*:}; name=ddp-$n-$batch; [[ $i -gt 0 ]] && name=$name-run$i  # the first keeps its old name
+  IFS=: read -r n batch tag <<< "$run"
+  spec=$(variant "$tag"); envs=${spec%%--*}; flags=${spec#*--}
+  name=ddp-$n-$batch${tag:+-$tag}; [[ $i -gt 0 ]] && name=$name-run$i  # the first keeps its old name
   rm -rf /tmp/$name
-  python3 -m sip_core.cli pretrain $common --nproc $n --batch-size $batch --out /tmp/$name 2>&1 | tail -1
+  env $envs python3 -m sip_core.cli pretrain $common $flags --nproc $n --batch-size $batch --out /tmp/$name 2>&1 \
+    | tail -1
   cp /tmp/$name/pretrain_metrics.json "$out/$name.json"
   for f in /tmp/$name/profile-rank*.txt; do [[ -f $f ]] && cp "$f" "$out/$name-$(basename "$f")"; done
   i=$((i + 1))
@@ -33,14 +48,16 @@ import json, sys
 out, runs = sys.argv[1], sys.argv[2:]
 rates = []
 for i, run in enumerate(runs):  # steady state: the logging windows after the first (warm-up, allocator, NCCL set-up)
-    n, batch = run.split(":")
-    name = f"ddp-{n}-{batch}" + (f"-run{i}" if i else "")
+    n, batch, tag = (run.split(":") + [""])[:3]
+    name = f"ddp-{n}-{batch}" + (f"-{tag}" if tag else "") + (f"-run{i}" if i else "")
     windows = [w["examples_per_second"] for w in json.load(open(f"{out}/{name}.json"))["curve"]]
     curve = windows[1:] or windows
     rates.append((int(n), sum(curve) / len(curve)))
-    print(f"{n} GPU(s), global batch {batch}: {rates[-1][1]:.0f} ex/s (steady state)")
+    print(f"{n} GPU(s), global batch {batch}{' (' + tag + ')' if tag else ''}: {rates[-1][1]:.0f} ex/s (steady state)")
 for i, (n, rate) in enumerate(rates):  # each multi-GPU run against the 1-GPU runs just before and after it
     ones = [r for j, (m, r) in enumerate(rates) if m == 1 and abs(j - i) == 1]
     if n > 1 and ones:
-        print(f"run {i + 1} ({n} GPUs): {rate / (sum(ones) / len(ones)):.2f}x its neighbouring 1-GPU runs")
+        label = runs[i].split(":")[2] if runs[i].count(":") > 1 else ""
+        print(f"run {i + 1} ({n} GPUs{', ' + label if label else ''}): {rate / (sum(ones) / len(ones)):.2f}x its"
+              " neighbouring 1-GPU runs")
 PY
