@@ -11,6 +11,8 @@
 # experiments/allreduce_bench.py.
 # A run may name a variant, N:BATCH:VARIANT, so that A/B runs interleave in one call (see `variant` below):
 #   RUNS="1:1024 2:2048 2:2048:onebucket 1:1024 2:2048:ch2 2:2048 1:1024" bash experiments/ddp_bench.sh
+# N:BATCH:indep runs N independent 1-GPU pre-trainings of BATCH/N at once, one per card, no DDP (their rates
+# summed): what two busy cards lose without any communication (power, clocks, the host), against what DDP loses.
 set -eu
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=4
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
@@ -28,6 +30,7 @@ variant() {  # what a named variant changes: "ENV=VALUE ... -- FLAGS"
     onebucket) echo "-- --ddp-bucket-mb 128" ;;        # one all-reduce after the backward (no overlap with it)
     ch2) echo "NCCL_MAX_NCHANNELS=2 --" ;;             # NCCL's kernels hold 2 SMs instead of up to 24
     profile) echo "-- --profile-steps 150:170" ;;      # each rank's profile-rank<R>.txt
+    indep) echo "--" ;;                                # no DDP: one process per card (below)
     *) echo "unknown variant $1" >&2; exit 2 ;;
   esac
 }
@@ -36,6 +39,18 @@ for run in $runs; do
   IFS=: read -r n batch tag <<< "$run"
   spec=$(variant "$tag"); envs=${spec%%--*}; flags=${spec#*--}
   name=ddp-$n-$batch${tag:+-$tag}; [[ $i -gt 0 ]] && name=$name-run$i  # the first keeps its old name
+  if [[ $tag == indep ]]; then
+    for ((g = 0; g < n; g++)); do
+      rm -rf /tmp/$name-gpu$g
+      CUDA_VISIBLE_DEVICES=$g python3 -m sip_core.cli pretrain $common --nproc 1 --batch-size $((batch / n)) \
+        --out /tmp/$name-gpu$g > /tmp/$name-gpu$g.log 2>&1 &
+    done
+    wait
+    for ((g = 0; g < n; g++)); do
+      tail -1 /tmp/$name-gpu$g.log; cp /tmp/$name-gpu$g/pretrain_metrics.json "$out/$name-gpu$g.json"
+    done
+    i=$((i + 1)); continue
+  fi
   rm -rf /tmp/$name
   env $envs python3 -m sip_core.cli pretrain $common $flags --nproc $n --batch-size $batch --out /tmp/$name 2>&1 \
     | tail -1
@@ -50,9 +65,13 @@ rates = []
 for i, run in enumerate(runs):  # steady state: the logging windows after the first (warm-up, allocator, NCCL set-up)
     n, batch, tag = (run.split(":") + [""])[:3]
     name = f"ddp-{n}-{batch}" + (f"-{tag}" if tag else "") + (f"-run{i}" if i else "")
-    windows = [w["examples_per_second"] for w in json.load(open(f"{out}/{name}.json"))["curve"]]
-    curve = windows[1:] or windows
-    rates.append((int(n), sum(curve) / len(curve)))
+    files = [f"{name}-gpu{g}" for g in range(int(n))] if tag == "indep" else [name]
+    rate = 0.0
+    for f in files:  # indep: the cards' rates summed
+        windows = [w["examples_per_second"] for w in json.load(open(f"{out}/{f}.json"))["curve"]]
+        curve = windows[1:] or windows
+        rate += sum(curve) / len(curve)
+    rates.append((int(n), rate))
     print(f"{n} GPU(s), global batch {batch}{' (' + tag + ')' if tag else ''}: {rates[-1][1]:.0f} ex/s (steady state)")
 for i, (n, rate) in enumerate(rates):  # each multi-GPU run against the 1-GPU runs just before and after it
     ones = [r for j, (m, r) in enumerate(rates) if m == 1 and abs(j - i) == 1]
