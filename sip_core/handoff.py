@@ -260,14 +260,15 @@ def _pretrain_status(job: dict) -> str | None:
 
 
 def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, allow_rerun: bool = False,
-        gpus: int = 1) -> dict:
+        gpus: int = 1, gpu_procs: int | None = None) -> dict:
     """Run pending jobs in order until the budget is spent; pack what they produced into out_dir.
     ``parallel`` > 1 runs up to that many pre-training and fine-tuning jobs at once on each of ``gpus`` GPUs
     (one small model leaves most of a GPU idle), each as soon as what it reads is made: a job waiting for a
     checkpoint lets later ready jobs go first, and is skipped if that checkpoint did not finish (or, made by
     no job, is not on the host: a later call may carry it). A GPU runs pre-trainings side by side only with
     each other (see _gpu_for). A free slot goes to the first ready job in the jobs file, so its order is the
-    priority. Every other job (host data) runs alone, with every GPU.
+    priority. Every other job (host data) runs alone, with every GPU. ``gpu_procs`` caps the processes a GPU
+    runs at once (a fine-tuning job counts one per task it runs at the same time, ``job_processes``).
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
@@ -280,6 +281,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
 
     done, failed, running = [], [], []
     gpu_of = {}  # a concurrent job's process id -> its GPU (0..gpus-1)
+    procs_of = {}  # ... -> the processes it runs there (job_processes)
     devices = (visible_gpus() or [str(g) for g in range(gpus)]) if gpus > 1 else []
     if gpus > 1 and gpus > len(devices):
         raise SipError(f"--gpus {gpus}: this host shows {len(devices)} GPUs")
@@ -294,7 +296,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             continue
         job = ready[0]
         concurrent = (parallel > 1 or gpus > 1) and job["rule"] in PARALLEL_RULES
-        gpu = _gpu_for(job, running, gpu_of, gpus, parallel) if concurrent else None
+        procs = job_processes(job) if concurrent else 1
+        gpu = _gpu_for(job, running, gpu_of, gpus, parallel, procs_of, procs, gpu_procs) if concurrent else None
         if running and gpu is None:
             # wait for a job to end, then choose again: a checkpoint made meanwhile readies its fine-tunings,
             # and the jobs file's order, not the moment, decides which job the free slot gets
@@ -316,12 +319,13 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             Path(p).parent.mkdir(parents=True, exist_ok=True)
         resumed = _finished_tasks(job) if job["rule"] == "finetune" else 0
         note = f" (resuming after {resumed} finished task{'s' if resumed > 1 else ''})" if resumed else ""
-        say(f"{job['rule']} -> {job['output'][0]}{note}")
+        where = f" (GPU {gpu}, {procs} process{'es' if procs > 1 else ''})" if concurrent and gpus > 1 else ""
+        say(f"{job['rule']} -> {job['output'][0]}{note}{where}")
         proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // (parallel * gpus)) if concurrent else None,
                       commit=spec.get("commit"), gpu=devices[gpu] if concurrent and gpus > 1 else None)
         if concurrent:
             running.append((job, proc))
-            gpu_of[proc.pid] = gpu
+            gpu_of[proc.pid], procs_of[proc.pid] = gpu, procs
             continue
         returncode = _wait(proc, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
@@ -344,19 +348,44 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     return summary
 
 
-def _gpu_for(job: dict, running: list, gpu_of: dict, gpus: int, parallel: int) -> int | None:
-    """The least busy GPU that can take ``job`` now, or None. A GPU holds at most ``parallel`` jobs, and
-    pre-trainings share one only with each other: the card is time-sliced by process, so a pre-training (which
-    fills it alone and gates its fine-tunings) ran at 1.1 instead of 8.5 steps/s beside ten fine-tunings
-    (session 18)."""
+def _gpu_for(job: dict, running: list, gpu_of: dict, gpus: int, parallel: int, procs_of: dict | None = None,
+             procs: int = 1, gpu_procs: int | None = None) -> int | None:
+    """The least busy GPU (fewest processes, then jobs) that can take ``job`` now, or None. A GPU holds at most
+    ``parallel`` jobs and, with ``gpu_procs``, at most that many processes (a job larger than that runs on an
+    idle GPU alone); pre-trainings share one only with each other: the card is time-sliced by process, so a
+    pre-training (which fills it alone and gates its fine-tunings) ran at 1.1 instead of 8.5 steps/s beside ten
+    fine-tunings (session 18). Two 8-task jobs on one card next to an idle slot on the other finished no task
+    in 7.8 min (session 30): hence processes, not jobs, decide."""
     rules = {g: [] for g in range(gpus)}
+    load = dict.fromkeys(range(gpus), 0)
     for r, proc in running:
         rules[gpu_of[proc.pid]].append(r["rule"])
+        load[gpu_of[proc.pid]] += (procs_of or {}).get(proc.pid, 1)
     pretraining = job["rule"] == "pretrain"
-    for g in sorted(rules, key=lambda g: len(rules[g])):
-        if len(rules[g]) < parallel and all((rule == "pretrain") == pretraining for rule in rules[g]):
+    for g in sorted(rules, key=lambda g: (load[g], len(rules[g]))):
+        fits = gpu_procs is None or not rules[g] or load[g] + procs <= gpu_procs
+        if len(rules[g]) < parallel and fits and all((rule == "pretrain") == pretraining for rule in rules[g]):
             return g
     return None
+
+
+def job_processes(job: dict) -> int:
+    """The processes a job runs at once: a fine-tuning job one per task it trains side by side, i.e.
+    min(its task workers, its tasks not yet finished); any other job one."""
+    if job["rule"] != "finetune":
+        return 1
+    args = shlex.split(job["cmd"].partition(" > ")[0])
+
+    def value(flag: str, default: str) -> str:
+        return args[args.index(flag) + 1] if flag in args[:-1] else default
+
+    workers = int(value("--task-workers", os.environ.get("SIP_TASK_WORKERS", "1") or "1"))
+    tasks = 1
+    if value("--task-id", "all") == "all" and Path(value("--tasks", "")).is_file():
+        import pyarrow.parquet as pq
+        with contextlib.suppress(Exception):  # not Parquet (a TSV): one task
+            tasks = len(set(pq.read_table(value("--tasks", ""), columns=["task_id"]).column(0).to_pylist()))
+    return max(1, min(workers, tasks - _finished_tasks(job)))
 
 
 def visible_gpus() -> list[str]:
@@ -662,6 +691,9 @@ def register(commands, data_commands) -> None:
     run_p.add_argument("--task-workers", type=int, default=None, metavar="N",
                        help="each fine-tuning job runs N of its tasks at once, one process each ($SIP_TASK_WORKERS "
                             "for the jobs; sweeps ran 18-25 gpu-shape fine-tunes side by side on one H100)")
+    run_p.add_argument("--gpu-procs", type=int, default=None, metavar="N",
+                       help="at most N processes on a GPU at once, a fine-tuning job counting one per task it runs "
+                            "side by side (default: no limit but --parallel; 10 bimachine tasks fill an H200)")
     run_p.add_argument("--mps", action=argparse.BooleanOptionalAction, default=None,
                        help="run the jobs under a CUDA MPS control daemon, so that jobs sharing a GPU run their "
                             "kernels at once instead of taking turns. Default: on where the host shows a GPU "
@@ -678,14 +710,14 @@ def register(commands, data_commands) -> None:
 
 
 def _handoff_run(a) -> int:
-    if a.parallel < 1 or any(n is not None and n < 1 for n in (a.task_workers, a.gpus)):
-        raise SipError("--parallel, --gpus and --task-workers must be at least 1")
+    if a.parallel < 1 or any(n is not None and n < 1 for n in (a.task_workers, a.gpus, a.gpu_procs)):
+        raise SipError("--parallel, --gpus, --task-workers and --gpu-procs must be at least 1")
     if a.task_workers is not None:
         os.environ["SIP_TASK_WORKERS"] = str(a.task_workers)  # the jobs' environment (_start copies it)
     shown = visible_gpus()
     gpus = a.gpus or max(1, len(shown))
     with mps.daemon(bool(shown) if a.mps is None else a.mps):
-        summary = run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun, gpus)
+        summary = run(a.jobs, a.out, a.budget_min, a.parallel, a.allow_rerun, gpus, a.gpu_procs)
     return 0 if summary["failed"] == 0 else 1
 
 

@@ -454,6 +454,64 @@ def test_export_copies_a_released_model_on_the_host_instead_of_carrying_it(tmp_p
     assert _archive_names(tmp_path / "out0") == ["run/metrics.json"]
 
 
+def _timed_job(rule, name, seconds, reads=(), args=""):
+    """A hand-off job that records when it started and ended and the GPU it saw ($CUDA_VISIBLE_DEVICES)."""
+    import sys
+    script = (f"import os, time, pathlib; p = pathlib.Path(\"{name}\"); p.mkdir(exist_ok=True); "
+              f"(p / \"gpu\").write_text(os.environ.get(\"CUDA_VISIBLE_DEVICES\", \"\")); "
+              f"(p / \"start\").write_text(repr(time.time())); "
+              f"time.sleep({seconds}); (p / \"end\").write_text(repr(time.time()))")
+    return {"rule": rule, "output": [f"{name}/end"], "input": list(reads), "wildcards": {"model": "sip-d4"},
+            "cmd": f"{sys.executable} -c '{script}' --max-minutes 1 {args}"}  # its own limit: not a hand-off pre-training
+
+
+def _started_ended(name):
+    return float(Path(name, "start").read_text()), float(Path(name, "end").read_text())
+
+
+def test_a_fine_tuning_job_counts_one_process_per_task_it_runs_at_once(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"task_id": [f"t{i % 10}" for i in range(30)]}), "tasks.parquet")
+    monkeypatch.setenv("SIP_TASK_WORKERS", "8")
+    ten = {**_timed_job("finetune", "run", 0, args="--tasks tasks.parquet --task-id all > logs/x.log 2>&1"),
+           "output": ["run"]}  # a fine-tuning job's output: its run directory
+    assert handoff.job_processes(ten) == 8  # 10 tasks, 8 at a time
+    assert handoff.job_processes({**ten, "cmd": ten["cmd"] + " --task-workers 3"}) == 8  # after the redirect: not its
+    assert handoff.job_processes({**ten, "cmd": ten["cmd"].replace(" >", " --task-workers 3 >")}) == 3
+    assert handoff.job_processes({**ten, "cmd": ten["cmd"].replace("--task-id all", "--task-id t1")}) == 1
+    assert handoff.job_processes({**ten, "cmd": ten["cmd"].replace("tasks.parquet", "mine.tsv")}) == 1  # own pairs
+    assert handoff.job_processes({**ten, "rule": "pretrain"}) == 1
+    for i in range(8):  # a job resumed after 8 finished tasks runs the other 2
+        Path(f"run/t{i}").mkdir(parents=True)
+        Path(f"run/t{i}/metrics.json").write_text("{}")
+    assert handoff.job_processes(ten) == 2
+
+
+def test_handoff_run_caps_the_processes_on_a_gpu(tmp_path, monkeypatch):
+    """--gpus 2 --parallel 2 --gpu-procs 10, 8 task workers: two 10-task jobs take one GPU each, a 1-task job joins
+    one of them (9 processes), and a third 10-task job waits for a GPU with room, though each GPU has a free job
+    slot (session 30: two such jobs on one card finished no task in 7.8 min while the other card was half idle)."""
+    import json
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"task_id": [f"t{i}" for i in range(10)]}), "tasks.parquet")
+    monkeypatch.setenv("SIP_TASK_WORKERS", "8")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    many, one = "--tasks tasks.parquet --task-id all", "--tasks tasks.parquet --task-id t0"
+    jobs = [_timed_job("finetune", "a", 1.0, args=many), _timed_job("finetune", "b", 2.0, args=many),
+            _timed_job("finetune", "c", 0.1, args=one), _timed_job("finetune", "d", 0.1, args=many)]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=2, gpus=2, gpu_procs=10) == {
+        "done": 4, "failed": 0, "pending": 0}
+    t = {n: _started_ended(n) for n in "abcd"}
+    gpu = {n: Path(n, "gpu").read_text() for n in "abcd"}
+    assert gpu["a"] != gpu["b"] and t["c"][0] < t["a"][1]  # one GPU each; the small job did not wait
+    assert t["d"][0] >= t["a"][1] and gpu["d"] == gpu["a"]  # 8 + 8 > 10: it waited for a's GPU to empty
+
+
 def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_anything_else_alone(tmp_path, monkeypatch,
                                                                                                   capsys):
     """--parallel 4: two pre-trainings overlap in time; fine-tunings start once both have ended (the card is
@@ -463,12 +521,7 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
     import sys
     monkeypatch.chdir(tmp_path)
 
-    def job(rule, name, seconds, reads=()):
-        script = (f"import time, pathlib; p = pathlib.Path(\"{name}\"); p.mkdir(exist_ok=True); (p / \"start\").write_text(repr(time.time())); "
-                  f"time.sleep({seconds}); (p / \"end\").write_text(repr(time.time()))")
-        return {"rule": rule, "output": [f"{name}/end"], "input": list(reads), "wildcards": {"model": "sip-d4"},
-                "cmd": f"{sys.executable} -c '{script}' --max-minutes 1"}  # its own limit: not a hand-off pre-training
-
+    job = _timed_job
     jobs = [job("pretrain", "pt0", 1.5), job("pretrain", "pt1", 3.0), job("finetune", "ft1w", 0.1, reads=["pt1/end"]),
             job("finetune", "ft0", 0.1, reads=["pt0/end"]), job("finetune", "ft1", 0.5),
             job("prefix_table", "other", 0.1, reads=["ft1w/end"])]
@@ -506,12 +559,7 @@ def test_handoff_run_runs_training_jobs_side_by_side_after_what_they_read_and_an
 
     # --gpus 2: a pre-training keeps its GPU to itself while the fine-tunings fill the other, each job seeing one
     # GPU; with two fine-tunings per GPU the third waits for a slot
-    def gpu_job(rule, name, seconds, reads=()):
-        spec = job(rule, name, seconds, reads)
-        spec["cmd"] = spec["cmd"].replace("p.mkdir(exist_ok=True); ", "p.mkdir(exist_ok=True); "
-                                          "(p / \"gpu\").write_text(__import__(\"os\").environ[\"CUDA_VISIBLE_DEVICES\"]); ")
-        return spec
-
+    gpu_job = _timed_job
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     jobs = [gpu_job("pretrain", "g_pt", 3.0), gpu_job("finetune", "g_ft0", 0.6), gpu_job("finetune", "g_ft1", 0.6),
             gpu_job("finetune", "g_ft2", 0.6), gpu_job("finetune", "g_after", 0.1, reads=["g_pt/end"])]
