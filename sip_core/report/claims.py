@@ -68,6 +68,8 @@ CLAIMS = (
           "sip-d4 > te", _each("rev-name", "sur-initial")),
     Claim("t11-long", "Table 11: SIP-d4-long best on inputs of length 90-110", "table11",
           "sip-d4-long > *", _each("len-90-110")),
+    Claim("t11-induced", "Extension (ours): the induced prefix beats SIP-d4-long's init on long inputs", "table11",
+          "sip-d4-long-induced > sip-d4-long", _each("len-40-70", "len-90-110")),
     Claim("probe-seq", "Section 7: the probe recovers state sequences above the naive heuristic", "probe",
           "probe > heuristic", _each("*"), metric="acc_seq", tested=False),
     Claim("probe-token", "Section 7: the probe recovers states (per token) above the naive heuristic", "probe",
