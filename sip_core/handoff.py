@@ -383,7 +383,7 @@ def job_processes(job: dict) -> int:
     tasks = 1
     if value("--task-id", "all") == "all" and Path(value("--tasks", "")).is_file():
         import pyarrow.parquet as pq
-        with contextlib.suppress(Exception):  # not Parquet (a TSV): one task
+        with contextlib.suppress(OSError, ValueError, KeyError):  # not Parquet (a TSV), no task_id: one task
             tasks = len(set(pq.read_table(value("--tasks", ""), columns=["task_id"]).column(0).to_pylist()))
     return max(1, min(workers, tasks - _finished_tasks(job)))
 
