@@ -478,7 +478,7 @@ def test_a_fine_tuning_job_counts_one_process_per_task_it_runs_at_once(tmp_path,
     ten = {**_timed_job("finetune", "run", 0, args="--tasks tasks.parquet --task-id all > logs/x.log 2>&1"),
            "output": ["run"]}  # a fine-tuning job's output: its run directory
     assert handoff.job_processes(ten) == 8  # 10 tasks, 8 at a time
-    assert handoff.job_processes({**ten, "cmd": ten["cmd"] + " --task-workers 3"}) == 8  # after the redirect: not its
+    assert handoff.job_processes({**ten, "cmd": ten["cmd"] + " --task-workers 3"}) == 8  # past the redirect: not a flag
     assert handoff.job_processes({**ten, "cmd": ten["cmd"].replace(" >", " --task-workers 3 >")}) == 3
     assert handoff.job_processes({**ten, "cmd": ten["cmd"].replace("--task-id all", "--task-id t1")}) == 1
     assert handoff.job_processes({**ten, "cmd": ten["cmd"].replace("tasks.parquet", "mine.tsv")}) == 1  # own pairs
@@ -501,7 +501,7 @@ def test_handoff_run_caps_the_processes_on_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("SIP_TASK_WORKERS", "8")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     many, one = "--tasks tasks.parquet --task-id all", "--tasks tasks.parquet --task-id t0"
-    jobs = [_timed_job("finetune", "a", 1.0, args=many), _timed_job("finetune", "b", 2.0, args=many),
+    jobs = [_timed_job("finetune", "a", 2.0, args=many), _timed_job("finetune", "b", 3.0, args=many),
             _timed_job("finetune", "c", 0.1, args=one), _timed_job("finetune", "d", 0.1, args=many)]
     Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
     assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=2, gpus=2, gpu_procs=10) == {
