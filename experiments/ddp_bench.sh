@@ -10,7 +10,9 @@
 # Gradients all-reduced in bf16 (half the bytes): EXTRA="--ddp-grads bf16"; the transport and its bandwidth:
 # experiments/allreduce_bench.py.
 # A run may name a variant, N:BATCH:VARIANT, so that A/B runs interleave in one call (see `variant` below):
-#   RUNS="1:1024 2:2048 2:2048:onebucket 1:1024 2:2048:ch2 2:2048 1:1024" bash experiments/ddp_bench.sh
+#   RUNS="1:1024 2:2048 2:2048:onebucket 1:1024 2:2048:nccl 2:2048 1:1024" bash experiments/ddp_bench.sh
+# A plain 2-GPU run uses 2 NCCL channels (`--nccl-channels`' default, session 31: 1.90x against 1.79x with
+# NCCL's own choice, which the `nccl` variant restores).
 # N:BATCH:indep runs N independent 1-GPU pre-trainings of BATCH/N at once, one per card, no DDP (their rates
 # summed): what two busy cards lose without any communication (power, clocks, the host), against what DDP loses.
 set -eu
@@ -28,7 +30,8 @@ variant() {  # what a named variant changes: "ENV=VALUE ... -- FLAGS"
     "") echo "--" ;;
     bf16) echo "-- --ddp-grads bf16" ;;                # gradients all-reduced in bf16
     onebucket) echo "-- --ddp-bucket-mb 128" ;;        # one all-reduce after the backward (no overlap with it)
-    ch2) echo "NCCL_MAX_NCHANNELS=2 --" ;;             # NCCL's kernels hold 2 SMs instead of up to 24
+    ch2) echo "NCCL_MAX_NCHANNELS=2 --" ;;             # NCCL's kernels hold 2 SMs instead of up to 24 (default since session 31)
+    nccl) echo "-- --nccl-channels 0" ;;               # NCCL chooses its channels (the default before session 31)
     profile) echo "-- --profile-steps 150:170" ;;      # each rank's profile-rank<R>.txt
     indep) echo "--" ;;                                # no DDP: one process per card (below)
     *) echo "unknown variant $1" >&2; exit 2 ;;

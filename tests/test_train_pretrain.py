@@ -88,6 +88,7 @@ def test_profile_steps_writes_a_summary_of_the_window_and_rejects_a_bad_one(pool
 
 @pytest.mark.parametrize("flag, value, message", [
     ("--ddp-bucket-mb", "0", "sip: error: --batch-size, --grad-accum, --clock-sync-every and --ddp-bucket-mb must be positive"),
+    ("--nccl-channels", "-1", "sip: error: --nccl-channels must be 0 (NCCL's choice) or positive, not -1"),
     ("--ddp-grads", "fp16", None)])  # argparse's choices: its usage line, then the error
 def test_bad_data_parallel_options_end_in_one_error_and_no_output(pool, tmp_path, flag, value, message):
     bad = _pretrain(pool, tmp_path / "bad", flag, value)

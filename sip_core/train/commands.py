@@ -215,6 +215,9 @@ def _add_nproc(p: argparse.ArgumentParser) -> None:
                    help="with several processes, all-reduce the gradients in this dtype (bf16: half the bytes)")
     p.add_argument("--ddp-bucket-mb", type=float, default=25.0,
                    help="with several processes, DDP's gradient bucket size in MB (its bucket_cap_mb)")
+    p.add_argument("--nccl-channels", type=int, default=2,  # distributed.NCCL_CHANNELS
+                   help="with several GPUs, NCCL channels for the gradient all-reduce (0: NCCL's choice; "
+                        "NCCL_MAX_NCHANNELS in the environment wins). Default 2: fewer SMs held while it waits")
 
 
 def _relaunched(args) -> int | None:
@@ -240,7 +243,8 @@ def _pretrain(args) -> int:
         clock_sync_every=args.clock_sync_every, profile_steps=args.profile_steps,
         log_every=args.log_every, device=args.device, threads=args.threads, progress=not args.no_progress,
         state_loss=args.state_loss, curriculum_steps=args.curriculum_steps, curriculum_start=args.curriculum_start,
-        save_dtype=args.save_dtype, ddp_grads=args.ddp_grads, ddp_bucket_mb=args.ddp_bucket_mb)
+        save_dtype=args.save_dtype, ddp_grads=args.ddp_grads, ddp_bucket_mb=args.ddp_bucket_mb,
+        nccl_channels=args.nccl_channels)
     metrics = run(opts)
     return exit_status(metrics["status"])
 

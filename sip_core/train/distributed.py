@@ -28,6 +28,10 @@ import torch
 from sip_core.errors import SipError
 
 DDP_GRADS = ("fp32", "bf16")  # the dtype gradients are all-reduced in (--ddp-grads)
+# NCCL channels for the gradient all-reduce (--nccl-channels): each channel's kernel holds an SM for as long as the
+# all-reduce overlaps the backward pass, mostly waiting for the next bucket. Two H200s over NVLink: 2 channels
+# 1.90x one GPU, NCCL's own choice (up to 24) 1.79x, at the gpu shape (docs/BENCHMARKS.md, session 31).
+NCCL_CHANNELS = 2
 
 
 @dataclass
@@ -180,11 +184,13 @@ def sparse_gradient_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Par
             if isinstance(m, torch.nn.Embedding) and m.sparse}
 
 
-def setup(device_arg: str = "auto") -> tuple[Dist, str]:
+def setup(device_arg: str = "auto", nccl_channels: int = NCCL_CHANNELS) -> tuple[Dist, str]:
     """Join the torchrun process group if there is one; return it and the device this rank should use.
 
     GPUs: NCCL, device cuda:LOCAL_RANK. CPU (``--device cpu`` or no CUDA): gloo, for tests and debugging.
+    ``nccl_channels`` caps NCCL's channels (0: NCCL's choice); an NCCL_MAX_NCHANNELS in the environment wins.
     """
+    check_nccl_channels(nccl_channels)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist(), device_arg
@@ -204,11 +210,18 @@ def setup(device_arg: str = "auto") -> tuple[Dist, str]:
     # a rank whose peer died (a kill, a preemption) must end with an error, not wait in a collective forever
     # (an orphaned rank once held a test's pipe open indefinitely); $SIP_DDP_TIMEOUT_S, default 10 min
     timeout = timedelta(seconds=float(os.environ.get("SIP_DDP_TIMEOUT_S") or 600))
+    if use_cuda and nccl_channels:
+        os.environ.setdefault("NCCL_MAX_NCHANNELS", str(nccl_channels))  # read when NCCL creates a communicator
     if not torch.distributed.is_initialized():
         torch.distributed.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world,
                                              timeout=timeout)
     control = torch.distributed.new_group(backend="gloo", timeout=timeout) if use_cuda else None  # None: default group
     return Dist(rank=rank, world=world, local_rank=local_rank, control=control), device
+
+
+def check_nccl_channels(n: int) -> None:
+    if n < 0:
+        raise SipError(f"--nccl-channels must be 0 (NCCL's choice) or positive, not {n}")
 
 
 def processes(nproc: str | int | None) -> int:

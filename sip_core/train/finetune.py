@@ -530,7 +530,7 @@ def _run_worker(args, root: Path) -> int:
     resume), so that a process start (~45 s with 15 at once on a GPU host) is paid once, not per task."""
     print(f"worker: Python and its imports ready {taskpool.since_launch()} after launch (pid {os.getpid()})", flush=True)
     table = load_task_examples(args.tasks)
-    dist, device_arg = distributed.setup(args.device)
+    dist, device_arg = distributed.setup(args.device, getattr(args, "nccl_channels", distributed.NCCL_CHANNELS))
     tuner = FineTuner(args, dist, device_arg)
     print(f"worker: tasks read and model loaded {taskpool.since_launch()} after launch", flush=True)
     for tid in args.worker_tasks.split(","):
@@ -600,7 +600,7 @@ def main(args) -> int:
     workers = task_workers(args)
     if workers > 1 and len(jobs) > 1:
         return _run_task_pool(args, jobs, data_files, out, workers)
-    dist, device_arg = distributed.setup(args.device)
+    dist, device_arg = distributed.setup(args.device, getattr(args, "nccl_channels", distributed.NCCL_CHANNELS))
     try:
         tuner = FineTuner(args, dist, device_arg)  # loading the model is the last check before writing
         stage = Staging(out, _settings(args, args.model, data_files), main=dist.is_main)

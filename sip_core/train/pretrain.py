@@ -75,6 +75,7 @@ class PretrainOptions:
     profile_steps: str | None = None  # "A:B": a torch.profiler summary of optimiser steps A..B per rank
     ddp_grads: str = "fp32"        # DDP: the dtype gradients are all-reduced in
     ddp_bucket_mb: float = 25.0    # DDP: gradient bucket size (bucket_cap_mb)
+    nccl_channels: int = 2         # DDP on GPUs: NCCL_MAX_NCHANNELS (distributed.NCCL_CHANNELS; 0: NCCL's choice)
     log_every: int = 50
     device: str = "auto"
     threads: int | None = None
@@ -134,6 +135,7 @@ def run(opts: PretrainOptions) -> dict:
         raise SipError(f"--variant must be one of {sorted(VARIANT_PREFIX)}, not {opts.variant!r}")
     if opts.batch_size < 1 or opts.grad_accum < 1 or opts.clock_sync_every < 1 or not opts.ddp_bucket_mb > 0:
         raise SipError("--batch-size, --grad-accum, --clock-sync-every and --ddp-bucket-mb must be positive")
+    distributed.check_nccl_channels(opts.nccl_channels)
     if opts.state_loss < 0 or opts.curriculum_steps < 0:
         raise SipError("--state-loss and --curriculum-steps must be >= 0")
     if not (opts.lr >= 0 and opts.te_lr >= 0):  # also NaN
@@ -146,7 +148,7 @@ def run(opts: PretrainOptions) -> dict:
         raise SipError(f"--state-loss supports the sip and naive variants, not {opts.variant!r}")
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    dist, device_arg = distributed.setup(opts.device)  # torchrun: this rank's process group and device
+    dist, device_arg = distributed.setup(opts.device, opts.nccl_channels)  # torchrun: this rank's process group and device
     try:
         return _train(opts, out, dist, device_arg)
     except BaseException:
