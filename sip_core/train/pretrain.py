@@ -75,7 +75,7 @@ class PretrainOptions:
     profile_steps: str | None = None  # "A:B": a torch.profiler summary of optimiser steps A..B per rank
     ddp_grads: str = "fp32"        # DDP: the dtype gradients are all-reduced in
     ddp_bucket_mb: float = 25.0    # DDP: gradient bucket size (bucket_cap_mb)
-    nccl_channels: int = 2         # DDP on GPUs: NCCL_MAX_NCHANNELS (distributed.NCCL_CHANNELS; 0: NCCL's choice)
+    nccl_channels: int = distributed.NCCL_CHANNELS  # DDP on GPUs: NCCL_MAX_NCHANNELS (0: NCCL's choice)
     log_every: int = 50
     device: str = "auto"
     threads: int | None = None
@@ -148,7 +148,7 @@ def run(opts: PretrainOptions) -> dict:
         raise SipError(f"--state-loss supports the sip and naive variants, not {opts.variant!r}")
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    dist, device_arg = distributed.setup(opts.device, opts.nccl_channels)  # torchrun: this rank's process group and device
+    dist, device_arg = distributed.setup(opts.device, opts.nccl_channels)  # torchrun: this rank's group and device
     try:
         return _train(opts, out, dist, device_arg)
     except BaseException:
