@@ -15,11 +15,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from sip_core.errors import SipError
 from sip_core.model import SIPConfig, SIPForConditionalGeneration
 from sip_core.model.config import t5_kwargs
 from sip_core.model.loading import save_model
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import make_split
+from sip_core.train import distributed
 from sip_core.train.distributed import Dist
 from tests.fixtures.tiny_fsts import write_pool
 
@@ -32,6 +34,38 @@ def _tiny(dropout=0.0):
     torch.manual_seed(0)
     return SIPForConditionalGeneration(SIPConfig(t5=t5_kwargs(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16,
                                                               dropout_rate=dropout), prefix_mode="none"))
+
+
+@pytest.mark.parametrize("flag, preset, expected", [(2, None, "2"), (0, None, None), (2, "8", "8"), (4, None, "4")])
+def test_nccl_channels_are_set_before_the_process_group_forms(monkeypatch, flag, preset, expected):
+    """--nccl-channels reaches NCCL as NCCL_MAX_NCHANNELS before init_process_group (NCCL reads it when it creates a
+    communicator); 0 leaves NCCL's choice, and a value already in the environment wins. No GPU here: CUDA and the
+    process group are stand-ins that record what NCCL would see."""
+    seen = {}
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    if preset is None:
+        monkeypatch.delenv("NCCL_MAX_NCHANNELS", raising=False)
+    else:
+        monkeypatch.setenv("NCCL_MAX_NCHANNELS", preset)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.distributed, "new_group", lambda **kw: None)
+
+    def init_process_group(backend, **kw):
+        seen["backend"], seen["channels"] = backend, os.environ.get("NCCL_MAX_NCHANNELS")
+    monkeypatch.setattr(torch.distributed, "init_process_group", init_process_group)
+    dist, device = distributed.setup("auto", flag)
+    assert (dist.world, device) == (2, "cuda:0")
+    assert seen == {"backend": "nccl", "channels": expected}
+
+
+def test_nccl_channels_below_zero_are_refused():
+    with pytest.raises(SipError, match="--nccl-channels must be 0"):
+        distributed.setup("auto", -1)
 
 
 @pytest.mark.parametrize("world, batch", [(2, 7), (3, 8), (4, 3)])
@@ -168,6 +202,7 @@ def test_killed_data_parallel_run_resumes_to_identical_weights(tmp_path):
 
 _ENDING = """
 import re, sys, torch, torch.distributed as td
+from sip_core.train import distributed
 from sip_core.train.distributed import Dist
 td.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
 def hang():  # a teardown that never returns, in C code that holds the GIL, as a hung C++ destructor can
