@@ -42,13 +42,9 @@ def test_nccl_channels_are_set_before_the_process_group_forms(monkeypatch, flag,
     communicator); 0 leaves NCCL's choice, and a value already in the environment wins. No GPU here: CUDA and the
     process group are stand-ins that record what NCCL would see."""
     seen = {}
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    if preset is None:
-        monkeypatch.delenv("NCCL_MAX_NCHANNELS", raising=False)
-    else:
-        monkeypatch.setenv("NCCL_MAX_NCHANNELS", preset)
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_MAX_NCHANNELS"}  # a copy: what setup sets dies with it
+    env.update({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}, **({"NCCL_MAX_NCHANNELS": preset} if preset else {}))
+    monkeypatch.setattr(os, "environ", env)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
@@ -202,7 +198,6 @@ def test_killed_data_parallel_run_resumes_to_identical_weights(tmp_path):
 
 _ENDING = """
 import re, sys, torch, torch.distributed as td
-from sip_core.train import distributed
 from sip_core.train.distributed import Dist
 td.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
 def hang():  # a teardown that never returns, in C code that holds the GIL, as a hung C++ destructor can
