@@ -280,8 +280,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         return [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
 
     done, failed, running = [], [], []
-    gpu_of = {}  # a concurrent job's process id -> its GPU (0..gpus-1)
-    procs_of = {}  # ... -> the processes it runs there (job_processes)
+    placed = {}  # a concurrent job's process id -> (its GPU 0..gpus-1, the processes it runs there: job_processes)
     devices = (visible_gpus() or [str(g) for g in range(gpus)]) if gpus > 1 else []
     if gpus > 1 and gpus > len(devices):
         raise SipError(f"--gpus {gpus}: this host shows {len(devices)} GPUs")
@@ -297,7 +296,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         job = ready[0]
         concurrent = (parallel > 1 or gpus > 1) and job["rule"] in PARALLEL_RULES
         procs = job_processes(job) if concurrent else 1
-        gpu = _gpu_for(job, running, gpu_of, gpus, parallel, procs_of, procs, gpu_procs) if concurrent else None
+        gpu = _gpu_for(job, running, placed, gpus, parallel, procs, gpu_procs) if concurrent else None
         if running and gpu is None:
             # wait for a job to end, then choose again: a checkpoint made meanwhile readies its fine-tunings,
             # and the jobs file's order, not the moment, decides which job the free slot gets
@@ -325,7 +324,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
                       commit=spec.get("commit"), gpu=devices[gpu] if concurrent and gpus > 1 else None)
         if concurrent:
             running.append((job, proc))
-            gpu_of[proc.pid], procs_of[proc.pid] = gpu, procs
+            placed[proc.pid] = gpu, procs
             continue
         returncode = _wait(proc, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
@@ -348,8 +347,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     return summary
 
 
-def _gpu_for(job: dict, running: list, gpu_of: dict, gpus: int, parallel: int, procs_of: dict | None = None,
-             procs: int = 1, gpu_procs: int | None = None) -> int | None:
+def _gpu_for(job: dict, running: list, placed: dict, gpus: int, parallel: int, procs: int,
+             gpu_procs: int | None) -> int | None:
     """The least busy GPU (fewest processes, then jobs) that can take ``job`` now, or None. A GPU holds at most
     ``parallel`` jobs and, with ``gpu_procs``, at most that many processes (a job larger than that runs on an
     idle GPU alone); pre-trainings share one only with each other: the card is time-sliced by process, so a
@@ -359,8 +358,9 @@ def _gpu_for(job: dict, running: list, gpu_of: dict, gpus: int, parallel: int, p
     rules = {g: [] for g in range(gpus)}
     load = dict.fromkeys(range(gpus), 0)
     for r, proc in running:
-        rules[gpu_of[proc.pid]].append(r["rule"])
-        load[gpu_of[proc.pid]] += (procs_of or {}).get(proc.pid, 1)
+        gpu, its_procs = placed[proc.pid]
+        rules[gpu].append(r["rule"])
+        load[gpu] += its_procs
     pretraining = job["rule"] == "pretrain"
     for g in sorted(rules, key=lambda g: (load[g], len(rules[g]))):
         fits = gpu_procs is None or not rules[g] or load[g] + procs <= gpu_procs
