@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import shlex
@@ -46,6 +47,7 @@ GPU_RULES = ("pretrain", "t5_pretrain", "finetune", "probe_train", "probe_finetu
              "prefix_table", "t5_finetune")
 # Jobs that may run side by side under --parallel N; one that reads another's output waits for that job.
 PARALLEL_RULES = ("pretrain", "finetune", "probe_finetune", "prefix_tune", "t5_finetune")
+DECODE_REFERENCE_CHARS = 32  # test outputs of Table 1's length (<= 30) count once on a GPU (decode_weight)
 # Outputs that stay on the host: read by a later job there, too big to bring back (the probe's five fine-tuned
 # models, ~360 MB at gpu scale). Only their logs travel; the Snakefile marks them temp(), so their absence here
 # leaves the report built from them up to date.
@@ -268,7 +270,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     no job, is not on the host: a later call may carry it). A GPU runs pre-trainings side by side only with
     each other (see _gpu_for). A free slot goes to the first ready job in the jobs file, so its order is the
     priority. Every other job (host data) runs alone, with every GPU. ``gpu_procs`` caps the processes a GPU
-    runs at once (a fine-tuning job counts one per task it runs at the same time, ``job_processes``).
+    runs at once (a fine-tuning job counts one per task it runs at the same time, a task with long test
+    outputs as several: ``job_load``).
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
@@ -280,7 +283,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         return [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
 
     done, failed, running = [], [], []
-    placed = {}  # a concurrent job's process id -> (its GPU 0..gpus-1, the processes it runs there: job_processes)
+    placed = {}  # a concurrent job's process id -> (its GPU 0..gpus-1, its load there in processes: job_load)
     devices = (visible_gpus() or [str(g) for g in range(gpus)]) if gpus > 1 else []
     if gpus > 1 and gpus > len(devices):
         raise SipError(f"--gpus {gpus}: this host shows {len(devices)} GPUs")
@@ -296,7 +299,8 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         job = ready[0]
         concurrent = (parallel > 1 or gpus > 1) and job["rule"] in PARALLEL_RULES
         procs = job_processes(job) if concurrent else 1
-        gpu = _gpu_for(job, running, placed, gpus, parallel, procs, gpu_procs) if concurrent else None
+        load = job_load(job) if concurrent else 1
+        gpu = _gpu_for(job, running, placed, gpus, parallel, load, gpu_procs) if concurrent else None
         if running and gpu is None:
             # wait for a job to end, then choose again: a checkpoint made meanwhile readies its fine-tunings,
             # and the jobs file's order, not the moment, decides which job the free slot gets
@@ -318,13 +322,14 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
             Path(p).parent.mkdir(parents=True, exist_ok=True)
         resumed = _finished_tasks(job) if job["rule"] == "finetune" else 0
         note = f" (resuming after {resumed} finished task{'s' if resumed > 1 else ''})" if resumed else ""
-        where = f" (GPU {gpu}, {procs} process{'es' if procs > 1 else ''})" if concurrent and gpus > 1 else ""
+        weighed = f", load {load}" if load != procs else ""
+        where = f" (GPU {gpu}, {procs} process{'es' if procs > 1 else ''}{weighed})" if concurrent and gpus > 1 else ""
         say(f"{job['rule']} -> {job['output'][0]}{note}{where}")
         proc = _start(cmd, threads=max(1, (os.cpu_count() or 1) // (parallel * gpus)) if concurrent else None,
                       commit=spec.get("commit"), gpu=devices[gpu] if concurrent and gpus > 1 else None)
         if concurrent:
             running.append((job, proc))
-            placed[proc.pid] = gpu, procs
+            placed[proc.pid] = gpu, load
             continue
         returncode = _wait(proc, deadline - PACK_SECONDS)
         if returncode is None or (returncode == 0 and _pretrain_status(job) == "time_limit"):
@@ -347,23 +352,23 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     return summary
 
 
-def _gpu_for(job: dict, running: list, placed: dict, gpus: int, parallel: int, procs: int,
+def _gpu_for(job: dict, running: list, placed: dict, gpus: int, parallel: int, load: int,
              gpu_procs: int | None) -> int | None:
-    """The least busy GPU (fewest processes, then jobs) that can take ``job`` now, or None. A GPU holds at most
-    ``parallel`` jobs and, with ``gpu_procs``, at most that many processes (a job larger than that runs on an
-    idle GPU alone); pre-trainings share one only with each other: the card is time-sliced by process, so a
-    pre-training (which fills it alone and gates its fine-tunings) ran at 1.1 instead of 8.5 steps/s beside ten
-    fine-tunings (session 18). Two 8-task jobs on one card next to an idle slot on the other finished no task
-    in 7.8 min (session 30): hence processes, not jobs, decide."""
+    """The least busy GPU (lowest load, then fewest jobs) that can take ``job`` (``load``: ``job_load``) now, or
+    None. A GPU holds at most ``parallel`` jobs and, with ``gpu_procs``, a load of at most that many processes (a
+    job larger than that runs on an idle GPU alone); pre-trainings share one only with each other: the card is
+    time-sliced by process, so a pre-training (which fills it alone and gates its fine-tunings) ran at 1.1
+    instead of 8.5 steps/s beside ten fine-tunings (session 18). Two 8-task jobs on one card next to an idle slot
+    on the other finished no task in 7.8 min (session 30): hence processes, not jobs, decide."""
     rules = {g: [] for g in range(gpus)}
-    load = dict.fromkeys(range(gpus), 0)
+    busy = dict.fromkeys(range(gpus), 0)
     for r, proc in running:
-        gpu, its_procs = placed[proc.pid]
+        gpu, its_load = placed[proc.pid]
         rules[gpu].append(r["rule"])
-        load[gpu] += its_procs
+        busy[gpu] += its_load
     pretraining = job["rule"] == "pretrain"
-    for g in sorted(rules, key=lambda g: (load[g], len(rules[g]))):
-        fits = gpu_procs is None or not rules[g] or load[g] + procs <= gpu_procs
+    for g in sorted(rules, key=lambda g: (busy[g], len(rules[g]))):
+        fits = gpu_procs is None or not rules[g] or busy[g] + load <= gpu_procs
         if len(rules[g]) < parallel and fits and all((rule == "pretrain") == pretraining for rule in rules[g]):
             return g
     return None
@@ -374,18 +379,51 @@ def job_processes(job: dict) -> int:
     min(its task workers, its tasks not yet finished); any other job one."""
     if job["rule"] != "finetune":
         return 1
-    args = shlex.split(job["cmd"].partition(" > ")[0])
-
-    def value(flag: str, default: str) -> str:
-        return args[args.index(flag) + 1] if flag in args[:-1] else default
-
+    value = _flag_reader(job)
     workers = int(value("--task-workers", os.environ.get("SIP_TASK_WORKERS", "1") or "1"))
     tasks = 1
-    if value("--task-id", "all") == "all" and Path(value("--tasks", "")).is_file():
-        import pyarrow.parquet as pq
-        with contextlib.suppress(OSError, ValueError, KeyError):  # not Parquet (a TSV), no task_id: one task
-            tasks = len(set(pq.read_table(value("--tasks", ""), columns=["task_id"]).column(0).to_pylist()))
+    if value("--task-id", "all") == "all":
+        tasks = len(set(_task_column(value("--tasks", ""), "task_id") or [None]))
     return max(1, min(workers, tasks - _finished_tasks(job)))
+
+
+def job_load(job: dict) -> int:
+    """What a job adds to its GPU's count against ``--gpu-procs``: its processes, each weighed by decode_weight."""
+    return job_processes(job) * decode_weight(job)
+
+
+def decode_weight(job: dict) -> int:
+    """How many ordinary processes one of a fine-tuning job's processes counts as on a GPU: ceil(mean test output
+    length / DECODE_REFERENCE_CHARS), at least 1. A task's evaluation decodes one token per output character, so
+    Table 11's 90-110 character tasks keep a card far busier than Table 1's (<= 30): SIP-d4's one remaining 90-110
+    task finished in none of three calls beside two 5-task jobs (session 32)."""
+    if job["rule"] != "finetune":
+        return 1
+    outputs = _task_column(_flag_reader(job)("--tasks", ""), "output", split="test")
+    if not outputs:
+        return 1
+    mean = sum(map(len, outputs)) / len(outputs)
+    return max(1, math.ceil(mean / DECODE_REFERENCE_CHARS))
+
+
+def _flag_reader(job: dict):
+    """``value(flag, default)`` for a job's command line (before its log redirect)."""
+    args = shlex.split(job["cmd"].partition(" > ")[0])
+    return lambda flag, default: args[args.index(flag) + 1] if flag in args[:-1] else default
+
+
+def _task_column(path: str, column: str, split: str | None = None) -> list:
+    """A column of an evaluation Parquet file (only ``split``'s rows, if given); [] for anything else (a TSV)."""
+    if not Path(path).is_file():
+        return []
+    import pyarrow.parquet as pq
+    with contextlib.suppress(OSError, ValueError, KeyError):  # not Parquet (a TSV), or no such column
+        table = pq.read_table(path, columns=[column] + (["split"] if split else []))
+        values = table.column(column).to_pylist()
+        if split:
+            values = [v for v, s in zip(values, table.column("split").to_pylist()) if s == split]
+        return values
+    return []
 
 
 def visible_gpus() -> list[str]:

@@ -63,15 +63,19 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path, start):
     # two processes, not one per task: the first worker ran tasks 0 and 2 one after the other
     logs = sorted((tmp_path / "pool").glob(".worker-*.log"))
     assert [p.name for p in logs] == [".worker-0.log", ".worker-1.log"]
-    assert [ln.split(":")[0] for ln in logs[0].read_text().splitlines() if ln.startswith("finetune iteration")] == \
-        ["finetune iteration-s2-0", "finetune iteration-s2-2"]
-    # each worker's log says where its start-up went, in seconds since the pool launched it
+    finished = [ln for ln in logs[0].read_text().splitlines() if ln.startswith("finetune iteration") and " acc " in ln]
+    assert [ln.split(":")[0] for ln in finished] == ["finetune iteration-s2-0", "finetune iteration-s2-2"]
+    # each worker's log says where its start-up went, in seconds since the pool launched it: imports, tasks and
+    # model, then each task's first epoch
     for log in logs:
-        startup = [ln for ln in log.read_text().splitlines() if ln.startswith("worker: ")]
+        lines = log.read_text().splitlines()
+        startup = [ln for ln in lines if ln.startswith("worker: ")]
         assert [ln.split(" after")[0].rsplit(" ", 2)[0] for ln in startup] == \
             ["worker: Python and its imports ready", "worker: tasks read and model loaded"]
-        seconds = [float(ln.rsplit(" s after", 1)[0].rsplit(" ", 1)[1]) for ln in startup]
-        assert 0 <= seconds[0] <= seconds[1] < 120
+        first_epochs = [ln for ln in lines if ln.startswith("finetune iteration") and ": epoch 1 done " in ln]
+        assert len(first_epochs) == len([ln for ln in lines if ln.startswith("finetune iteration") and " acc " in ln])
+        seconds = [float(ln.rsplit(" s after", 1)[0].rsplit(" ", 1)[1]) for ln in startup + first_epochs]
+        assert 0 <= seconds[0] <= seconds[1] <= seconds[2] < 120 and seconds == sorted(seconds)
     # the environment variable the hand-off sets works the same way; a bad value is one line, exit 2
     bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1"), capture_output=True, text=True, cwd=ROOT,
                          env={**ENV, "SIP_TASK_WORKERS": "two"})

@@ -489,6 +489,55 @@ def test_a_fine_tuning_job_counts_one_process_per_task_it_runs_at_once(tmp_path,
     assert handoff.job_processes(ten) == 2
 
 
+def test_a_task_with_long_test_outputs_counts_as_several_processes(tmp_path, monkeypatch):
+    """decode_weight: ceil(mean test output length / 32) from the evaluation file itself (train rows ignored);
+    1 for a TSV, a missing file, a file without outputs and any other rule."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    monkeypatch.chdir(tmp_path)
+
+    def tasks(name, test_len, train_len=5):
+        pq.write_table(pa.table({"task_id": ["t0"] * 4, "split": ["train", "train", "test", "test"],
+                                 "output": ["x" * train_len] * 2 + ["y" * (test_len - 1), "y" * (test_len + 1)]}), name)
+        return {**_timed_job("finetune", "run", 0, args=f"--tasks {name} --task-id all > logs/x.log 2>&1"),
+                "output": ["run"]}
+
+    assert handoff.decode_weight(tasks("short.parquet", 19, train_len=200)) == 1  # Table 1's test lengths
+    assert handoff.decode_weight(tasks("edge.parquet", 32)) == 1
+    assert handoff.decode_weight(tasks("long.parquet", 102)) == 4  # Table 11's 90-110
+    long = tasks("long.parquet", 102)
+    assert handoff.decode_weight({**long, "rule": "pretrain"}) == 1
+    assert handoff.decode_weight({**long, "cmd": long["cmd"].replace("long.parquet", "mine.tsv")}) == 1
+    pq.write_table(pa.table({"task_id": ["t0"]}), "bare.parquet")
+    assert handoff.decode_weight({**long, "cmd": long["cmd"].replace("long.parquet", "bare.parquet")}) == 1
+
+
+def test_handoff_run_weighs_long_decoding_tasks_when_it_places_jobs(tmp_path, monkeypatch, capsys):
+    """--gpus 2 --parallel 4 --gpu-procs 8, 5 task workers: a 1-task job of 100-character outputs (load 4) takes
+    one GPU, a 5-task job the other, and a second 5-task job waits for the second GPU to empty (4 + 5 > 8); by
+    processes alone (1 + 5) it would have joined the long job at once (session 32: that long task finished in none
+    of three calls beside two 5-task jobs)."""
+    import json
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.table({"task_id": [f"t{i}" for i in range(5)], "split": ["test"] * 5, "output": ["ab"] * 5}),
+                   "short.parquet")
+    pq.write_table(pa.table({"task_id": ["t0"], "split": ["test"], "output": ["z" * 100]}), "long.parquet")
+    monkeypatch.setenv("SIP_TASK_WORKERS", "5")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    short, long = "--tasks short.parquet --task-id all", "--tasks long.parquet --task-id all"
+    jobs = [_timed_job("finetune", "l", 2.0, args=long), _timed_job("finetune", "a", 1.0, args=short),
+            _timed_job("finetune", "b", 0.1, args=short)]
+    Path("jobs.json").write_text(json.dumps({"scale": "gpu", "targets": [], "jobs": jobs}))
+    assert handoff.run(Path("jobs.json"), tmp_path / "out", budget_min=1, parallel=4, gpus=2, gpu_procs=8) == {
+        "done": 3, "failed": 0, "pending": 0}
+    t = {n: _started_ended(n) for n in "lab"}
+    gpu = {n: Path(n, "gpu").read_text() for n in "lab"}
+    assert gpu["l"] != gpu["a"] == gpu["b"] and t["a"][1] <= t["b"][0] < t["l"][1]
+    assert "(GPU 0, 1 process, load 4)" in capsys.readouterr().out
+
+
 def test_handoff_run_caps_the_processes_on_a_gpu(tmp_path, monkeypatch):
     """--gpus 2 --parallel 2 --gpu-procs 10, 8 task workers: two 10-task jobs take one GPU each, a 1-task job joins
     one of them (9 processes), and a third 10-task job waits for a GPU with room, though each GPU has a free job

@@ -302,7 +302,8 @@ class FineTuner:
             seconds_before = payload["seconds"]
             eval_seconds = payload.get("eval_seconds", 0.0)
             if dist.is_main:
-                print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from})", flush=True)
+                print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from}), loaded "
+                      f"{taskpool.since_launch()} after launch", flush=True)
         first_eval = args.epochs - args.eval_last if args.eval_last > 0 else 0
 
         def decode_test() -> list[str]:  # the test set's greedy predictions, their time counted in eval_seconds
@@ -367,6 +368,9 @@ class FineTuner:
                     evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
                     # the curve so far, so that a run stopped by a time limit still tells what it learned
                     write_json({"task_id": task_id, "epochs": evaluations}, out_dir / PROGRESS_FILE)
+            if epoch == start_epoch and dist.is_main and taskpool.LAUNCHED_AT in os.environ:
+                # where a resumed call's first minutes go (session 32: cards idle ~100 s, workers loaded at 37 s)
+                print(f"finetune {task_id}: epoch {epoch + 1} done {taskpool.since_launch()} after launch", flush=True)
             due = epoch + 1 < args.epochs and ((every and (epoch + 1) % every == 0) or
                                                (minutes and time.monotonic() - last_save >= minutes * 60))
             if dist.any(due):
