@@ -75,7 +75,7 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path, start):
         first_epochs = [ln for ln in lines if ln.startswith("finetune iteration") and ": epoch 1 done " in ln]
         assert len(first_epochs) == len([ln for ln in lines if ln.startswith("finetune iteration") and " acc " in ln])
         seconds = [float(ln.rsplit(" s after", 1)[0].rsplit(" ", 1)[1]) for ln in startup + first_epochs]
-        assert 0 <= seconds[0] <= seconds[1] <= seconds[2] < 120 and seconds == sorted(seconds)
+        assert seconds == sorted(seconds) and 0 <= seconds[0] and seconds[-1] < 120
     # the environment variable the hand-off sets works the same way; a bad value is one line, exit 2
     bad = subprocess.run(_cmd(tasks, tmp_path / "bad", "--epochs", "1"), capture_output=True, text=True, cwd=ROOT,
                          env={**ENV, "SIP_TASK_WORKERS": "two"})

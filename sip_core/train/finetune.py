@@ -302,8 +302,9 @@ class FineTuner:
             seconds_before = payload["seconds"]
             eval_seconds = payload.get("eval_seconds", 0.0)
             if dist.is_main:
-                print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from}), loaded "
-                      f"{taskpool.since_launch()} after launch", flush=True)
+                pooled = f", loaded {taskpool.since_launch()} after launch" if taskpool.LAUNCHED_AT in os.environ \
+                    else ""
+                print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from}){pooled}", flush=True)
         first_eval = args.epochs - args.eval_last if args.eval_last > 0 else 0
 
         def decode_test() -> list[str]:  # the test set's greedy predictions, their time counted in eval_seconds
