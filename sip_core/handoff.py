@@ -271,7 +271,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
     each other (see _gpu_for). A free slot goes to the first ready job in the jobs file, so its order is the
     priority. Every other job (host data) runs alone, with every GPU. ``gpu_procs`` caps the processes a GPU
     runs at once (a fine-tuning job counts one per task it runs at the same time, a task with long test
-    outputs as several: ``job_load``).
+    outputs as several: ``decode_weight``).
     Refuses to start if fine-tuning jobs have fewer finished tasks than this host's last call left (handoff_state)."""
     spec = json.loads(Path(jobs_file).read_text())
     if not allow_rerun:
@@ -283,7 +283,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         return [producer[p] for p in job.get("input", []) if producer.get(p) not in (None, job)]
 
     done, failed, running = [], [], []
-    placed = {}  # a concurrent job's process id -> (its GPU 0..gpus-1, its load there in processes: job_load)
+    placed = {}  # a concurrent job's process id -> (its GPU 0..gpus-1, its load there: processes x decode_weight)
     devices = (visible_gpus() or [str(g) for g in range(gpus)]) if gpus > 1 else []
     if gpus > 1 and gpus > len(devices):
         raise SipError(f"--gpus {gpus}: this host shows {len(devices)} GPUs")
@@ -299,7 +299,7 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
         job = ready[0]
         concurrent = (parallel > 1 or gpus > 1) and job["rule"] in PARALLEL_RULES
         procs = job_processes(job) if concurrent else 1
-        load = job_load(job) if concurrent else 1
+        load = procs * decode_weight(job) if concurrent else 1
         gpu = _gpu_for(job, running, placed, gpus, parallel, load, gpu_procs) if concurrent else None
         if running and gpu is None:
             # wait for a job to end, then choose again: a checkpoint made meanwhile readies its fine-tunings,
@@ -354,12 +354,12 @@ def run(jobs_file: Path, out_dir: Path, budget_min: float, parallel: int = 1, al
 
 def _gpu_for(job: dict, running: list, placed: dict, gpus: int, parallel: int, load: int,
              gpu_procs: int | None) -> int | None:
-    """The least busy GPU (lowest load, then fewest jobs) that can take ``job`` (``load``: ``job_load``) now, or
-    None. A GPU holds at most ``parallel`` jobs and, with ``gpu_procs``, a load of at most that many processes (a
-    job larger than that runs on an idle GPU alone); pre-trainings share one only with each other: the card is
-    time-sliced by process, so a pre-training (which fills it alone and gates its fine-tunings) ran at 1.1
-    instead of 8.5 steps/s beside ten fine-tunings (session 18). Two 8-task jobs on one card next to an idle slot
-    on the other finished no task in 7.8 min (session 30): hence processes, not jobs, decide."""
+    """The least busy GPU (lowest load, then fewest jobs) that can take ``job`` (``load``: its processes x
+    decode_weight) now, or None. A GPU holds at most ``parallel`` jobs and, with ``gpu_procs``, a load of at most
+    that many processes (a job larger than that runs on an idle GPU alone); pre-trainings share one only with each
+    other: the card is time-sliced by process, so a pre-training (which fills it alone and gates its fine-tunings)
+    ran at 1.1 instead of 8.5 steps/s beside ten fine-tunings (session 18). Two 8-task jobs on one card next to an
+    idle slot on the other finished no task in 7.8 min (session 30): hence processes, not jobs, decide."""
     rules = {g: [] for g in range(gpus)}
     busy = dict.fromkeys(range(gpus), 0)
     for r, proc in running:
@@ -385,11 +385,6 @@ def job_processes(job: dict) -> int:
     if value("--task-id", "all") == "all":
         tasks = len(set(_task_column(value("--tasks", ""), "task_id") or [None]))
     return max(1, min(workers, tasks - _finished_tasks(job)))
-
-
-def job_load(job: dict) -> int:
-    """What a job adds to its GPU's count against ``--gpu-procs``: its processes, each weighed by decode_weight."""
-    return job_processes(job) * decode_weight(job)
 
 
 def decode_weight(job: dict) -> int:
