@@ -32,6 +32,7 @@ variant() {  # what a named variant changes: "ENV=VALUE ... -- FLAGS"
     onebucket) echo "-- --ddp-bucket-mb 128" ;;        # one all-reduce after the backward (no overlap with it)
     ch2) echo "NCCL_MAX_NCHANNELS=2 --" ;;             # NCCL's kernels hold 2 SMs instead of up to 24 (default since session 31)
     nccl) echo "-- --nccl-channels 0" ;;               # NCCL chooses its channels (the default before session 31)
+    accum2) echo "-- --grad-accum 2" ;;                # two micro-batches a step: the ranks meet every second one
     profile) echo "-- --profile-steps 150:170" ;;      # each rank's profile-rank<R>.txt
     indep) echo "--" ;;                                # no DDP: one process per card (below)
     *) echo "unknown variant $1" >&2; exit 2 ;;

@@ -91,14 +91,15 @@ def test_shards_partition_the_batch_and_weights_restore_the_token_mean(world, ba
         torch.testing.assert_close(s / world, r, rtol=1e-5, atol=1e-6)
 
 
-def _run(args, nproc=None):
+def _run(args, nproc=None, module="sip_core.cli", env_extra=None):
     # gloo over the loopback interface: a host name that resolves to an unreachable address cannot stall it
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo",
            "SIP_DDP_TIMEOUT_S": "60",  # a rank left behind by a killed sibling gives up instead of hanging
-           "PYTHONFAULTHANDLER": "1"}  # SIGABRT on a timeout prints every thread's stack: where a hang was
+           "PYTHONFAULTHANDLER": "1",  # SIGABRT on a timeout prints every thread's stack: where a hang was
+           **(env_extra or {})}
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] \
         if nproc else [sys.executable]
-    proc = subprocess.Popen([*launcher, "-m", "sip_core.cli", *map(str, args)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*launcher, "-m", module, *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=240)
@@ -143,6 +144,26 @@ def test_torchrun_pretraining_matches_one_process(tmp_path, variant, grads):
     # measured 1e-7 to 4e-7 in fp32 and 3e-3 in bf16: bf16's rounding shows, so the hook ran
     assert gap < 1e-3 if grads == "fp32" else 1e-5 < gap < 2e-2
     assert "checkpoints" in os.listdir(tmp_path / "two")  # rank 0 wrote the resumable checkpoint
+
+
+def test_accumulated_micro_batches_all_reduce_once_per_optimiser_step(tmp_path):
+    """With --grad-accum 2 every rank all-reduces its gradients once per optimiser step (DDP's no_sync on the
+    first micro-batch), as many times as without accumulation, and still trains like one process."""
+    pool = write_pool(tmp_path / "pool", n_train_fsts=10, n_dev_fsts=2, n_test_fsts=2, per_fst=8)
+    args = ["pretrain", "--variant", "sip", "--data", pool, *SHAPE, "--batch-size", "8", "--max-steps", "4",
+            "--lr", "3e-3", "--log-every", "1", "--eval-max", "10", "--no-progress", "--seed", "3", "--device", "cpu"]
+    counts = {}
+    for accum in (1, 2):
+        count = tmp_path / f"syncs-{accum}"
+        run = _run([*args, "--grad-accum", accum, "--out", tmp_path / f"two-{accum}"], nproc=2,
+                   module="tests.fixtures.count_ddp_syncs", env_extra={"SIP_SYNC_COUNT": str(count)})
+        assert run.returncode == 0, run.stderr[-3000:]
+        counts[accum] = [int(Path(f"{count}.{rank}").read_text()) for rank in (0, 1)]
+    assert counts[1][0] >= 4 and counts[1] == counts[2]  # without no_sync, accumulation 2 would count twice as many
+    one = _run([*args, "--grad-accum", 2, "--out", tmp_path / "one"])
+    assert one.returncode == 0, one.stderr
+    wa, wb = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two-2" / "model.safetensors")
+    assert max(float((wa[k] - wb[k]).abs().max()) for k in wa) < 1e-3
 
 
 def test_nproc_finetuning_matches_one_process(tmp_path):

@@ -241,8 +241,8 @@ def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg:
             wsd_decay(scheduler).update(state["cooldown"])
             total_steps = state["cooldown"]["start"] + state["cooldown"]["steps"]
 
-    forward = dist.wrap(model, device, opts.ddp_grads, opts.ddp_bucket_mb)
-    forward = torch.compile(forward, dynamic=True) if opts.compile else forward
+    ddp = dist.wrap(model, device, opts.ddp_grads, opts.ddp_bucket_mb)
+    forward = torch.compile(ddp, dynamic=True) if opts.compile else ddp
     config_json = model.config.to_json_string()
 
     def evaluate_now():
@@ -326,16 +326,18 @@ def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg:
             local_t = None if idx_t is None else idx_t[dist.part(len(idx))]
         batch = train.batch(local, idx_t=local_t)
         state_labels = batch.pop("state_labels", None)
-        with autocast():
-            outputs = forward(**batch)
-            loss = outputs.loss
-            if state_labels is not None:
-                s_loss, s_correct, s_count = state_loss(model, outputs.encoder_last_hidden_state, state_labels)
-                state_sums += torch.stack([s_loss.detach(), s_correct, s_count])
-                total_loss = loss + opts.state_loss * s_loss
-            else:
-                total_loss = loss
-        (total_loss * weight / opts.grad_accum if dist.enabled else total_loss / opts.grad_accum).backward()
+        # gradients are all-reduced once per optimiser step, on the micro-batch that ends the accumulation
+        with dist.no_sync(ddp, sync=(micro + 1) % opts.grad_accum == 0):
+            with autocast():
+                outputs = forward(**batch)
+                loss = outputs.loss
+                if state_labels is not None:
+                    s_loss, s_correct, s_count = state_loss(model, outputs.encoder_last_hidden_state, state_labels)
+                    state_sums += torch.stack([s_loss.detach(), s_correct, s_count])
+                    total_loss = loss + opts.state_loss * s_loss
+                else:
+                    total_loss = loss
+            (total_loss * weight / opts.grad_accum if dist.enabled else total_loss / opts.grad_accum).backward()
         micro += 1
         n_tok = int(train.encoder_lengths[idx].sum() + train.label_lengths[idx].sum())
         state["examples"] += len(idx)
