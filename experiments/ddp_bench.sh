@@ -2,7 +2,7 @@
 # 1-GPU vs 2-GPU data-parallel pre-training throughput at the gpu scale's SIP-d4 shape (issue 8,
 # docs/BENCHMARKS.md). Same command; RUNS lists GPUs:global-batch pairs (1:1024 2:1024 is strong scaling,
 # 1:1024 2:2048 weak scaling: the same per-GPU batch). Run on a 2-GPU host:
-#   STEPS=400 RUNS="1:1024 2:1024 2:2048" bash experiments/ddp_bench.sh   (data/ci/pretrain/d4 carried)
+#   STEPS=400 RUNS="1:1024 2:1024 2:2048" bash experiments/ddp_bench.sh   (data/gpu/pretrain/d4plus carried)
 # EXTRA adds flags to every run (an A/B: EXTRA="--clock-sync-every 1" OUT=/tmp/b bash experiments/ddp_bench.sh;
 # where the time goes: EXTRA="--profile-steps 150:170" adds each rank's profile-rank<R>.txt to $OUT).
 # A pair may repeat: RUNS="1:1024 2:2048 1:1024 2:2048 1:1024 2:2048" interleaves them, and each 2-GPU run is
@@ -21,10 +21,25 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 steps=${STEPS:-400}; out=${OUT:-/tmp}; mkdir -p "$out"
 nvidia-smi --query-gpu=name --format=csv,noheader || true
 nvidia-smi topo -m || true  # NV#: NVLink between the cards; PHB/SYS/NODE: PCIe or through the host
-common="--variant sip --data ${DATA:-data/ci/pretrain/d4} --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4
+data=${DATA:-data/gpu/pretrain/d4plus}  # 200k examples, 12.6 MiB: travels (the gpu d4 pool does not)
+common="--variant sip --data $data --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4
   --heads 4 --d-kv 64 --lr 0.0006 --warmup 50 --precision bf16 --max-steps $steps
   --eval-every 1000000 --no-progress ${EXTRA:-}"
 runs=${RUNS:-1:1024 2:1024 2:2048}
+# Equal work per rank needs a pool that fills a bucket chunk (64 batches) at the largest global batch: batches are
+# cut from length-sorted chunks, so in a smaller pool a rank's half of a 2B batch spans twice the lengths of a 1-GPU
+# batch of B and pads ~20% more (the ci pool until session 33; tests/test_train_ddp.py).
+python3 - "$data" $runs <<'PY'
+import sys
+import pyarrow.compute as pc, pyarrow.parquet as pq
+data, runs = sys.argv[1], sys.argv[2:]
+n = pc.sum(pc.equal(pq.read_table(f"{data}/examples.parquet", columns=["split"])["split"], "train")).as_py()
+need = 64 * max(int(r.split(":")[1]) for r in runs)
+if n < need:
+    sys.exit(f"ddp_bench: {data} has {n} training examples, fewer than one bucket chunk at the largest global batch "
+             f"({need}); ranks would pad more than one GPU does. Use a larger pool (DATA=...).")
+print(f"pool {data}: {n} training examples (one bucket chunk at the largest global batch: {need})")
+PY
 variant() {  # what a named variant changes: "ENV=VALUE ... -- FLAGS"
   case $1 in
     "") echo "--" ;;
