@@ -30,7 +30,8 @@ from sip_core.errors import SipError
 DDP_GRADS = ("fp32", "bf16")  # the dtype gradients are all-reduced in (--ddp-grads)
 # NCCL channels for the gradient all-reduce (--nccl-channels): each channel's kernel holds an SM for as long as the
 # all-reduce overlaps the backward pass, mostly waiting for the next bucket. Two H200s over NVLink: 2 channels
-# 1.90x one GPU, NCCL's own choice (up to 24) 1.79x, at the gpu shape (docs/BENCHMARKS.md, session 31).
+# 1.90x one GPU, NCCL's own choice (up to 24) 1.79x, at the gpu shape (docs/BENCHMARKS.md, session 31; on the ci
+# pool, whose 2-GPU shares were padded ~20% more than one GPU's batches: the ranking holds, the ratios are low).
 NCCL_CHANNELS = 2
 
 
