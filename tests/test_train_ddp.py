@@ -93,8 +93,8 @@ def test_shards_partition_the_batch_and_weights_restore_the_token_mean(world, ba
 
 def _mean_shard_width(lengths, global_batch, world, seed=0):
     """Mean padded width of what one rank trains on per step: its share of each global batch of an epoch."""
-    widths = [lengths[b[Dist(rank=0, world=world).part(len(b))]].max()
-              for b in bucketed_batches(lengths, lengths, global_batch, seed, 0)]
+    part = Dist(rank=0, world=world).part
+    widths = [lengths[b[part(len(b))]].max() for b in bucketed_batches(lengths, lengths, global_batch, seed, 0)]
     return float(np.mean(widths))
 
 

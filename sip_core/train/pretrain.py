@@ -326,8 +326,10 @@ def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg:
             local_t = None if idx_t is None else idx_t[dist.part(len(idx))]
         batch = train.batch(local, idx_t=local_t)
         state_labels = batch.pop("state_labels", None)
+        micro += 1
+        ends_step = micro % opts.grad_accum == 0
         # gradients are all-reduced once per optimiser step, on the micro-batch that ends the accumulation
-        with dist.no_sync(ddp, sync=(micro + 1) % opts.grad_accum == 0):
+        with dist.no_sync(ddp, sync=ends_step):
             with autocast():
                 outputs = forward(**batch)
                 loss = outputs.loss
@@ -338,7 +340,6 @@ def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg:
                 else:
                     total_loss = loss
             (total_loss * weight / opts.grad_accum if dist.enabled else total_loss / opts.grad_accum).backward()
-        micro += 1
         n_tok = int(train.encoder_lengths[idx].sum() + train.label_lengths[idx].sum())
         state["examples"] += len(idx)
         state["tokens"] += n_tok
@@ -346,7 +347,7 @@ def _train(opts: PretrainOptions, out: Path, dist: distributed.Dist, device_arg:
         window_tokens += n_tok
         loss_sum += loss.detach() * weight if dist.enabled else loss.detach()
         loss_count += 1
-        if micro % opts.grad_accum:
+        if not ends_step:
             continue
         dist.mean_sparse_grads_(model)  # the TE table's gradient, which DDP leaves alone
         if opts.clip > 0:
