@@ -57,6 +57,7 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path, start):
     pool = subprocess.run(_cmd(tasks, tmp_path / "pool", "--epochs", "3", "--task-workers", "2"), capture_output=True,
                           text=True, cwd=ROOT, env={**ENV, "SIP_WORKER_START": start})
     assert pool.returncode == 0, pool.stderr
+    assert pool.stderr == "", "workers start without warnings (the job log shows every line of stderr)"
     assert "3 of 3 tasks to run, 2 at a time" in pool.stdout and pool.stdout.count("finetune iteration-s2-") == 3
     _same_results(tmp_path / "seq", tmp_path / "pool", ids)
     assert not list(tmp_path.glob(".pool*")), "the staging directory is renamed onto --out"

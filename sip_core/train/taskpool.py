@@ -41,8 +41,10 @@ def since_launch() -> str:
         return "? s"
 
 
-# imported once by the job's fork server, before any worker is forked (none of them starts CUDA)
-PRELOAD = ["torch", "transformers", "sip_core.cli", "sip_core.train.finetune"]
+# imported once by the job's fork server, before any worker is forked (none of them starts CUDA). Not sip_core.cli:
+# a worker of `python -m sip_core.cli` runs that module again as __mp_main__ (multiprocessing's main-module fixup),
+# and runpy warns on every worker's stderr if the server has already imported it. The module is light without these.
+PRELOAD = ["torch", "transformers", "sip_core.train.finetune"]
 
 
 def child_command(cli_argv: list[str], task_ids: list[str], root: Path) -> list[str]:
