@@ -66,13 +66,13 @@ def test_task_workers_reproduce_the_in_process_loop(tmp_path, start):
     assert [p.name for p in logs] == [".worker-0.log", ".worker-1.log"]
     finished = [ln for ln in logs[0].read_text().splitlines() if ln.startswith("finetune iteration") and " acc " in ln]
     assert [ln.split(":")[0] for ln in finished] == ["finetune iteration-s2-0", "finetune iteration-s2-2"]
-    # each worker's log says where its start-up went, in seconds since the pool launched it: imports, tasks and
-    # model, then each task's first epoch
+    # each worker's log says where its start-up went, in seconds since the pool launched it: imports, tasks, (on a
+    # GPU the CUDA context,) model, then each task's first epoch
     for log in logs:
         lines = log.read_text().splitlines()
         startup = [ln for ln in lines if ln.startswith("worker: ")]
         assert [ln.split(" after")[0].rsplit(" ", 2)[0] for ln in startup] == \
-            ["worker: Python and its imports ready", "worker: tasks read and model loaded"]
+            ["worker: Python and its imports ready", "worker: tasks read", "worker: model loaded"]  # CUDA: one more
         first_epochs = [ln for ln in lines if ln.startswith("finetune iteration") and ": epoch 1 done " in ln]
         assert len(first_epochs) == len([ln for ln in lines if ln.startswith("finetune iteration") and " acc " in ln])
         seconds = [float(ln.rsplit(" s after", 1)[0].rsplit(" ", 1)[1]) for ln in startup + first_epochs]

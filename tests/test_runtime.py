@@ -73,3 +73,31 @@ def test_an_op_strict_mode_stops_becomes_one_line_naming_the_way_out():
     one = runtime.deterministic_kernel_error(err)
     assert "\n" not in str(one) and str(one).startswith("index_add_cuda_") and "--determinism math" in str(one)
     assert runtime.deterministic_kernel_error(RuntimeError("CUDA out of memory")) is None
+
+
+THREADS = """
+import json, torch
+from sip_core.train import runtime
+torch.set_num_threads(3)  # stands in for PyTorch's default of one thread per core
+gpu = torch.device("cuda")  # only its type is read: no GPU needed
+seen = []
+for device, threads in ((gpu, None), (gpu, 2), (torch.device("cpu"), None)):
+    seen.append([runtime.configure_threads(device, threads), torch.get_num_threads()])
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("sip_threads, expected", [
+    (None, [[3, 3], [2, 2], [1, 1]]),  # a GPU job alone keeps PyTorch's default; a CPU job takes one thread
+    ("1", [[1, 1], [2, 2], [1, 1]]),   # a GPU job given its share (hand-off, task pool) takes it; --threads wins
+])
+def test_a_gpu_job_given_its_share_of_the_cores_takes_it(sip_threads, expected):
+    # 10 fine-tuning workers on a 16-core H200 host, each with a thread per core, took 27-29 s to load an 18M model
+    # after their CUDA context was up; with one thread each, 0.5-1.5 s (session 35)
+    env = {k: v for k, v in os.environ.items() if k != "SIP_THREADS"}
+    if sip_threads is not None:
+        env["SIP_THREADS"] = sip_threads
+    done = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == expected

@@ -535,9 +535,14 @@ def _run_worker(args, root: Path) -> int:
     resume), so that a process start (~45 s with 15 at once on a GPU host) is paid once, not per task."""
     print(f"worker: Python and its imports ready {taskpool.since_launch()} after launch (pid {os.getpid()})", flush=True)
     table = load_task_examples(args.tasks)
+    print(f"worker: tasks read {taskpool.since_launch()} after launch", flush=True)
     dist, device_arg = distributed.setup(args.device, getattr(args, "nccl_channels", distributed.NCCL_CHANNELS))
+    device = runtime.pick_device(device_arg)
+    if device.type == "cuda":  # start the context here: the log then tells its cost (20 workers at once) from the model's
+        torch.zeros(1, device=device)
+        print(f"worker: CUDA context ready {taskpool.since_launch()} after launch", flush=True)
     tuner = FineTuner(args, dist, device_arg)
-    print(f"worker: tasks read and model loaded {taskpool.since_launch()} after launch", flush=True)
+    print(f"worker: model loaded {taskpool.since_launch()} after launch", flush=True)
     for tid in args.worker_tasks.split(","):
         task_args = argparse.Namespace(**{**vars(args), "task_id": tid, "out": str(root / tid), "worker_tasks": None})
         stage = Staging(root / tid, _settings(task_args, args.model, [args.tasks]))

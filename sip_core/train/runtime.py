@@ -142,14 +142,18 @@ def count_parameters(model) -> int:
 
 
 def configure_threads(device: torch.device, threads: int | None = None) -> int:
-    """CPU intra-op threads: --threads, else $SIP_THREADS, else 1.
+    """CPU intra-op threads: --threads, else $SIP_THREADS, else 1 on a CPU and PyTorch's default (one per core)
+    on a GPU.
 
-    One thread is the default because the small models of the ci/cpu scales are dominated by per-op
+    One thread is the CPU default because the small models of the ci/cpu scales are dominated by per-op
     overhead, and Snakemake runs jobs side by side: on a shared 2-core machine two threads per job were
-    measured ~8× slower per matmul than one.
+    measured ~8× slower per matmul than one. On a GPU host the hand-off and the task pool set $SIP_THREADS to a
+    job's share of the cores: ignoring it there gave each of 10 fine-tuning workers a thread per core, and loading
+    the model took them 27-29 s instead of ~1 s (docs/BENCHMARKS.md, session 35).
     """
-    if device.type != "cpu":
+    n = threads or int(os.environ.get("SIP_THREADS", "0") or 0)
+    if device.type != "cpu" and not n:
         return torch.get_num_threads()
-    n = threads or int(os.environ.get("SIP_THREADS", "0") or 0) or 1
+    n = n or 1
     torch.set_num_threads(n)
     return n
