@@ -47,7 +47,8 @@ def register(commands, data_commands) -> None:
 def _runtime(p) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default $SIP_THREADS or 1)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (default $SIP_THREADS, else 1 on a CPU and one per core on a GPU)")
 
 
 def _bucket(args) -> int:

@@ -36,7 +36,8 @@ def _add_runtime(p: argparse.ArgumentParser, precision_default: str, determinism
                             f"{determinism_default})")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--threads", type=int, default=None, help="CPU threads (default $SIP_THREADS or 1)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (default $SIP_THREADS, else 1 on a CPU and one per core on a GPU)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
