@@ -4,7 +4,10 @@
 # 10 runs at once on one H200 took ~990 s each: two calls, the second with RESUME=1 on the still-warm host
 # (checkpoints every minute, so a run cut off by LIMIT_S loses at most one). Carry data/gpu/eval/iteration-s4;
 # models/sip-d4 is in git. EPOCHS=100 SEEDS="762354" asks the next question (is the rise still going?).
-# Afterwards, here: tar -xzf finetune-sweep.tgz -C /tmp/s23 && python experiments/iteration_errors.py --runs ...
+# Afterwards, here (iteration_errors.py reads <runs>/iteration-s4-<t>/, so link one variant's runs to those names):
+#   tar -xzf finetune-sweep.tgz -C /tmp/s23 && mkdir -p /tmp/s23/e50-s1 && for t in 0 1 2 3 4; do
+#     ln -s /tmp/s23/e50-s1--iteration-s4-$t /tmp/s23/e50-s1/iteration-s4-$t; done
+#   python experiments/iteration_errors.py --runs /tmp/s23/e50-s1
 P="--prefix-length 80 --prefix-lr 0.3 --lr 1e-5 --schedule cosine --checkpoint-minutes 1"
 epochs=${EPOCHS:-50}
 variants=(); for s in ${SEEDS:-762354 1}; do variants+=("e$epochs-s$s|$P --seed $s"); done
