@@ -67,8 +67,14 @@ def main() -> None:
     ap.add_argument("--eval", default="data/gpu/eval/iteration-s4")
     a = ap.parse_args()
     fsts = pd.read_parquet(Path(a.eval) / "fsts.parquet").set_index("task_id")
-    d = pd.DataFrame([row for task, fst in fsts.iterrows()
-                      for row in analyse(fst, pd.read_parquet(Path(a.runs) / task / "predictions.parquet"))])
+    # a sweep cut off by its time limit leaves some tasks without predictions: read the ones that finished
+    done = [task for task in fsts.index if (Path(a.runs) / task / "predictions.parquet").is_file()]
+    if not done:
+        raise SystemExit(f"iteration_errors: no <task>/predictions.parquet under {a.runs}")
+    if len(done) < len(fsts):
+        print(f"tasks with predictions: {' '.join(done)} ({len(fsts) - len(done)} without)")
+    d = pd.DataFrame([row for task in done
+                      for row in analyse(fsts.loc[task], pd.read_parquet(Path(a.runs) / task / "predictions.parquet"))])
     wrong = d[~d.ok]
     print(f"{len(wrong)} wrong of {len(d)}")
     print("visit count where the output first goes wrong (10 = 10 or more):")
