@@ -63,6 +63,8 @@ for m in sorted(work.glob("*/metrics.json")):
     d = json.loads(m.read_text())
     curve = " ".join(f"{e['acc']:.0f}" for e in d["epochs"])
     held = f"  holdout {d['holdout']['acc']:5.1f}" if "holdout" in d else ""
+    if d["epochs"] and "holdout_acc" in d["epochs"][0]:  # --holdout-longest: its curve beside the test's
+        held += "  holdout curve " + " ".join(f"{e['holdout_acc']:.0f}" for e in d["epochs"])
     print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}{held}  curve {curve}  {d['wall_seconds']:.0f}s")
     if "selection" in d:  # --restarts: each restart's holdout and test accuracy, the choice, and their vote
         from sip_core.eval.vote import vote_runs

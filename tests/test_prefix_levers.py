@@ -109,6 +109,7 @@ def test_prefix_only_epochs_keep_the_body_still_then_train_it(tmp_path):
                                             (["--prefix-noise", "-0.1"], "--prefix-noise at least 0"),
                                             (["--length-weighting", "-1"], "--length-weighting must be at least 0"),
                                             (["--holdout-longest", "1"], "--holdout-longest must be in [0, 1)"),
+                                            (["--eval-every=-5"], "--eval-last and --eval-every must be at least 0"),
                                             (["--lr=-1e-5"], "--lr must be at least 0"),
                                             (["--prefix-lr", "nan"], "--prefix-lr must be at least 0"),
                                             (["--induced-prefix-lr=-0.01"], "--induced-prefix-lr must be at least 0"),
@@ -192,16 +193,31 @@ def test_split_longest_holds_out_the_longest_inputs_and_keeps_the_rest_in_order(
 def test_holdout_longest_trains_on_the_shorter_inputs_and_scores_the_longest(tmp_path):
     import json
     from sip_core.train.data import read_tsv_pairs
+    import pandas as pd
     _, model = _base(tmp_path)
-    assert cli.main(["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test",
-                     str(EXAMPLE / "test.tsv"), "--out", str(tmp_path / "run"), "--epochs", "1", "--no-progress",
-                     "--holdout-longest", "0.25"]) == 0
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+
+    def finetune(out: str, *evaluation: str) -> dict:
+        assert cli.main(["finetune", "--model", str(model), "--train", str(EXAMPLE / "train.tsv"), "--test",
+                         str(EXAMPLE / "test.tsv"), "--out", str(tmp_path / out), "--epochs", "3", *evaluation,
+                         "--no-progress", "--holdout-longest", "0.25"]) == 0
+        return json.loads((tmp_path / out / "metrics.json").read_text())
+
+    metrics = finetune("run", "--eval-last", "1", "--eval-every", "2")  # epochs 2 (every 2nd) and 3 (the last)
     train = read_tsv_pairs(EXAMPLE / "train.tsv")
     held = round(len(train) * 0.25)
     assert metrics["n_train"] == len(train) - held and metrics["holdout"]["n"] == held
     assert metrics["holdout"]["min_input_length"] == sorted(len(x) for x, _ in train)[len(train) - held]
     assert 0 <= metrics["holdout"]["acc"] <= 100
+    # every evaluation scores the held-out strings too; the last one saw the final weights, as the end-of-run score did
+    assert [e["epoch"] for e in metrics["epochs"]] == [2, 3]
+    assert all(0 <= e["holdout_acc"] <= 100 for e in metrics["epochs"])
+    last = metrics["epochs"][-1]
+    assert (last["holdout_acc"], last["holdout_ed"]) == (metrics["holdout"]["acc"], metrics["holdout"]["ed"])
+    # ... and scoring them along the way leaves training as it was: one evaluation at the end gives the same run
+    once = finetune("run-once", "--eval-last", "1")
+    assert once["holdout"] == metrics["holdout"] and once["epochs"] == metrics["epochs"][-1:]
+    assert pd.read_parquet(tmp_path / "run-once" / "predictions.parquet").equals(
+        pd.read_parquet(tmp_path / "run" / "predictions.parquet"))
 
 
 def test_length_weighting_draws_examples_in_proportion_to_their_weight():

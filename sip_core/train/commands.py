@@ -126,6 +126,9 @@ def register(commands, data_commands) -> None:
     p.add_argument("--prefix-length", type=int, default=50)
     p.add_argument("--eval-last", type=int, default=0, help="evaluate only in the last K epochs (0: every epoch)")
     p.add_argument("--report-last", type=int, default=10, help="reported = mean of the last N evaluations")
+    p.add_argument("--eval-every", type=int, default=0, metavar="N",
+                   help="with --eval-last: also evaluate every N epochs before them, a curve of the whole run "
+                        "(0: off; the reported mean still takes the last --report-last evaluations)")
     p.add_argument("--save-model", action="store_true", help="also save the model with --tasks (always with --train)")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="EPOCHS",
                    help="resumable checkpoint every N epochs (0: by time only)")

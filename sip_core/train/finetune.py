@@ -306,11 +306,16 @@ class FineTuner:
                     else ""
                 print(f"finetune {task_id}: resuming from epoch {start_epoch} ({resume_from}){pooled}", flush=True)
         first_eval = args.epochs - args.eval_last if args.eval_last > 0 else 0
+        eval_every = getattr(args, "eval_every", 0) or 0
 
-        def decode_test() -> list[str]:  # the test set's greedy predictions, their time counted in eval_seconds
+        # --holdout-longest: the length dev set is scored beside every test evaluation too, so that a curve shows where
+        # stopping by it would land (session 39: 100 epochs lose to 50 on the long inputs)
+        held = DeviceSplit(make_split(*zip(*holdout_pairs)), self.device) if holdout_pairs else None
+
+        def decode(split: DeviceSplit) -> list[str]:  # greedy predictions, their time counted in eval_seconds
             nonlocal eval_seconds
             eval_started = time.monotonic()
-            decoded = predict_split(model, test, args.eval_batch_size, self.autocast)
+            decoded = predict_split(model, split, args.eval_batch_size, self.autocast)
             eval_seconds += time.monotonic() - eval_started
             return decoded
 
@@ -362,11 +367,14 @@ class FineTuner:
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
-            if epoch >= first_eval:
+            if epoch >= first_eval or (eval_every and (epoch + 1) % eval_every == 0):
                 if dist.is_main:  # the others go on to the next epoch and wait in its first all-reduce
-                    predictions = decode_test()
+                    predictions = decode(test)
                     row = score(predictions, test.split.outputs)
                     evaluations.append({"epoch": epoch + 1, "acc": row["acc"], "ed": row["ed"], "per": row["per"]})
+                    if held is not None:
+                        held_row = score(decode(held), held.split.outputs)
+                        evaluations[-1].update(holdout_acc=held_row["acc"], holdout_ed=held_row["ed"])
                     # the curve so far, so that a run stopped by a time limit still tells what it learned
                     write_json({"task_id": task_id, "epochs": evaluations}, out_dir / PROGRESS_FILE)
             if epoch == start_epoch and dist.is_main and taskpool.LAUNCHED_AT in os.environ:
@@ -387,7 +395,7 @@ class FineTuner:
         if not dist.is_main:
             return {}
         if predictions is None:  # --eval-last beyond the resumed epoch, or no evaluation epoch at all
-            predictions = decode_test()
+            predictions = decode(test)
         metrics = {
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
@@ -430,8 +438,7 @@ class FineTuner:
         if selection is not None:  # the run's cost includes the restarts behind it
             metrics["selection"] = selection
             metrics["wall_seconds"] = round(metrics["wall_seconds"] + sum(e["wall_seconds"] for e in selection["restarts"]), 2)
-        if holdout_pairs:
-            held = DeviceSplit(make_split(*zip(*holdout_pairs)), self.device)
+        if held is not None:
             row = score(predict_split(model, held, args.eval_batch_size, self.autocast), held.split.outputs)
             metrics["holdout"] = {"acc": row["acc"], "ed": row["ed"], "n": len(held),
                                   "min_input_length": min(len(x) for x, _ in holdout_pairs)}
@@ -560,6 +567,8 @@ def main(args) -> int:
         raise SipError("give --tasks FILE, or both --train and --test")
     if args.epochs < 1:
         raise SipError("--epochs must be at least 1")
+    if args.eval_last < 0 or getattr(args, "eval_every", 0) < 0:
+        raise SipError("--eval-last and --eval-every must be at least 0")
     if args.batch_size < 1 or args.eval_batch_size < 1:
         raise SipError("--batch-size and --eval-batch-size must be at least 1")
     for flag, value in (("--lr", args.lr), ("--prefix-lr", args.prefix_lr),
