@@ -55,7 +55,8 @@ for variant in "$@"; do
 done
 wait "${pids[@]}" 2>/dev/null  # (runs reaped by `wait -n` are no longer children)
 [[ -n ${watchdog:-} ]] && kill $watchdog 2>/dev/null
-tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='*.safetensors' --exclude='checkpoints' .
+# weights stay on the host (36 MB a run); a tuned prefix (--save-prefix: prefix.safetensors, 80 KB) comes back
+tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='model.safetensors' --exclude='checkpoints' .
 python3 - "$work" <<'PY'
 import json, pathlib, sys
 work = pathlib.Path(sys.argv[1])
