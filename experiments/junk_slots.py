@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import torch
 
-from sip_core.analysis.prefix import PrefixEvaluator
+from sip_core.analysis.prefix import PrefixEvaluator, fst_encodings
 from sip_core.model.loading import load_prefix_init, load_sip, mean_prefix
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import fst_table_from_arrow, load_task_examples, make_split, read_parquet, task_pairs
@@ -49,8 +50,7 @@ def main(n_test: int, tasks: list[str]) -> None:
     with torch.no_grad():
         for task in tasks:
             row = ids.index(task)
-            transitions = torch.from_numpy(fsts.transitions[fsts.offsets[row]:fsts.offsets[row + 1]]).long()
-            gold = base.fst_encoder(transitions[None], base.t5.shared)[0][0].float()
+            gold = fst_encodings(base, fsts, np.array([row]), int(np.diff(fsts.offsets)[row]))[0][0]
             test = DeviceSplit(make_split(*zip(*task_pairs(examples, task, "test")[:n_test])), torch.device("cpu"))
             for name, prefix in variants(gold, init).items():
                 evaluator = PrefixEvaluator(base, prefix.shape[0], torch.device("cpu"), 256, None)
