@@ -7,9 +7,11 @@ what a tuned prefix loses on long inputs. Each variant is the gold encoding chan
 test strings of each task (CPU, ~25 s a task at N = 200):
 
     PYTHONPATH=. python3 experiments/junk_slots.py 200 iteration-s4-0 iteration-s4-1
+    MODEL=runs/search-aware-a ONLY=gold PYTHONPATH=. python3 experiments/junk_slots.py 200 ...   (another body, gold only)
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -20,7 +22,7 @@ from sip_core.model.loading import load_prefix_init, load_sip, mean_prefix
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import fst_table_from_arrow, load_task_examples, make_split, read_parquet, task_pairs
 
-MODEL, EVAL = "models/sip-d4", "data/gpu/eval/iteration-s4"
+MODEL, EVAL = os.environ.get("MODEL", "models/sip-d4"), "data/gpu/eval/iteration-s4"
 SLOTS, SEED = 80, 762354  # the gpu prefix length; Table 1's seed picks the 32 FSTs of the mean init
 
 
@@ -53,6 +55,8 @@ def main(n_test: int, tasks: list[str]) -> None:
             gold = fst_encodings(base, fsts, np.array([row]), int(np.diff(fsts.offsets)[row]))[0][0]
             test = DeviceSplit(make_split(*zip(*task_pairs(examples, task, "test")[:n_test])), torch.device("cpu"))
             for name, prefix in variants(gold, init).items():
+                if os.environ.get("ONLY") and name != os.environ["ONLY"]:
+                    continue
                 evaluator = PrefixEvaluator(base, prefix.shape[0], torch.device("cpu"), 256, None)
                 print(f"{task} ({gold.shape[0]} transitions)  {name:38s} acc {evaluator.accuracy(prefix, test):5.1f}",
                       flush=True)

@@ -1,0 +1,252 @@
+"""Search-aware continued pre-training of SIP-d4 (session 41, docs/EXPERIMENTS.md): train the body to extrapolate from
+the prefixes that gradient search finds, not only from gold FST encodings.
+
+Why: with the gold encoding the body scores 99% on Table 1's long test strings, but fine-tuning reaches the prefix by
+gradient descent on short strings and lands on a near-machine that fits them and fails longer ones (80% over seeds,
+sessions 38-40). Pre-training only ever showed the body gold encodings, so it never learned what to do with such
+prefixes. Here a population of prefixes is tuned the way fine-tuning tunes one (the paper's mean init, Adam at the
+prefix LR, a cosine decay over each prefix's lifetime), each on its own pre-training FST's short strings only; the
+body, meanwhile, is trained on the same FSTs' long strings through the prefixes that have had at least half their
+lifetime (first order: the tuned prefix is a constant for the body's gradient), plus the usual SIP loss with gold
+encodings so that simulation stays. A prefix at the end of its lifetime is replaced by a fresh FST and a fresh init.
+
+Data: experiments/search_aware_data.py (FSTs with short and long strings). Output: a SIP checkpoint `sip finetune`
+reads (config, weights, the prefix-init sample), and metrics.json with the loss curves.
+
+    python experiments/search_aware.py --model models/sip-d4 --data data/gpu/search-aware --out runs/search-aware
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sip_core.model import tokenizer  # noqa: E402
+from sip_core.model.loading import load_prefix_init, load_sip, mean_prefix, save_model, save_prefix_init  # noqa: E402
+from sip_core.model.sip_model import ready_mask  # noqa: E402
+from sip_core.train import runtime  # noqa: E402
+from sip_core.train.data import fst_table_from_arrow  # noqa: E402
+
+
+def padded_ids(texts: list[str]) -> torch.Tensor:
+    """(n, width) token ids with EOS, right-padded with PAD."""
+    ids, offsets = tokenizer.encode_many(texts)
+    lengths = np.diff(offsets)
+    out = np.zeros((len(texts), int(lengths.max())), np.int64)
+    rows = np.repeat(np.arange(len(texts)), lengths)
+    cols = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)
+    out[rows, cols] = ids
+    return torch.from_numpy(out)
+
+
+class StringBank:
+    """Every FST's strings of one split as (n_fsts, per_fst, width) id tensors on the device."""
+
+    def __init__(self, examples, split: str, n_fsts: int, device):
+        part = examples[examples.split == split].sort_values("fst_id", kind="stable")
+        per_fst = part.groupby("fst_id").size()
+        if len(per_fst) != n_fsts or per_fst.nunique() != 1:
+            raise SystemExit(f"search_aware: every FST needs the same number of {split} strings")
+        self.per_fst = int(per_fst.iloc[0])
+        self.inputs = padded_ids(part.input.tolist()).view(n_fsts, self.per_fst, -1).to(device)
+        self.labels = padded_ids(part.output.tolist()).view(n_fsts, self.per_fst, -1).to(device)
+
+    def sample(self, fsts: torch.Tensor, k: int, gen: torch.Generator):
+        """k random strings of each FST: (len(fsts) * k, width) inputs, attention mask and labels (-100 padding)."""
+        pick = torch.randint(self.per_fst, (len(fsts), k), generator=gen).to(fsts.device)
+        rows = fsts[:, None].expand(-1, k)
+        inputs, labels = self.inputs[rows, pick].flatten(0, 1), self.labels[rows, pick].flatten(0, 1)
+        width_in = int((inputs != 0).sum(1).max())
+        width_out = int((labels != 0).sum(1).max())
+        inputs, labels = inputs[:, :width_in], labels[:, :width_out]
+        return inputs, inputs != 0, labels.masked_fill(labels == 0, -100)
+
+
+class PrefixPopulation:
+    """``slots`` tuned prefixes, each on its own FST for ``lifetime`` Adam steps (cosine LR by its own age)."""
+
+    def __init__(self, slots: int, length: int, d_model: int, lifetime: int, lr: float, device):
+        self.prefix = torch.zeros(slots, length, d_model, device=device)
+        self.m = torch.zeros_like(self.prefix)
+        self.v = torch.zeros_like(self.prefix)
+        self.age = torch.zeros(slots, dtype=torch.long, device=device)
+        # staggered first lifetimes, so that at any step some prefixes are mature and some fresh
+        self.life = torch.linspace(lifetime / slots, lifetime, slots, device=device).round().long().clamp(min=1)
+        self.fst = torch.zeros(slots, dtype=torch.long, device=device)
+        self.lifetime, self.lr = lifetime, lr
+
+    def reset(self, slots: torch.Tensor, fsts: torch.Tensor, inits: torch.Tensor) -> None:
+        self.prefix[slots] = inits
+        self.m[slots] = 0
+        self.v[slots] = 0
+        self.age[slots] = 0
+        self.fst[slots] = fsts
+
+    def step(self, slots: torch.Tensor, grad: torch.Tensor, betas=(0.9, 0.999), eps=1e-8) -> None:
+        """One Adam step of each slot's prefix (torch.optim.Adam's update, per slot)."""
+        t = (self.age[slots] + 1).float()[:, None, None]
+        frac = self.age[slots].float() / self.life[slots].float()
+        lr = (self.lr * 0.5 * (1 + torch.cos(math.pi * frac)))[:, None, None]
+        m = self.m[slots] * betas[0] + (1 - betas[0]) * grad
+        v = self.v[slots] * betas[1] + (1 - betas[1]) * grad * grad
+        self.m[slots], self.v[slots] = m, v
+        update = (m / (1 - betas[0] ** t)) / ((v / (1 - betas[1] ** t)).sqrt() + eps)
+        self.prefix[slots] -= lr * update
+        self.age[slots] += 1
+
+    def mature(self, slots: torch.Tensor) -> torch.Tensor:
+        return self.age[slots] * 2 >= self.life[slots]
+
+    def expired(self) -> torch.Tensor:
+        return (self.age >= self.life).nonzero().flatten()
+
+
+def prefixed_loss(model, prefix: torch.Tensor, inputs, mask, labels) -> torch.Tensor:
+    """Seq2seq loss with a (B, L, d) tuned prefix before the bytes, as `sip finetune` feeds it ([prefix | bytes])."""
+    t5 = model.t5
+    embeds = torch.cat([prefix.to(t5.shared.weight.dtype), t5.shared(inputs)], 1)
+    full = torch.cat([torch.ones(prefix.shape[:2], dtype=torch.bool, device=mask.device), mask], 1)
+    return t5(inputs_embeds=embeds, attention_mask=ready_mask(full, t5.config._attn_implementation),
+              labels=labels).loss
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="models/sip-d4")
+    ap.add_argument("--data", default="data/gpu/search-aware")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--slots", type=int, default=64, help="prefixes tuned at once (each step tunes all)")
+    ap.add_argument("--lifetime", type=int, default=300, help="Adam steps of one prefix before its FST is replaced")
+    ap.add_argument("--prefix-lr", type=float, default=0.3)
+    ap.add_argument("--prefix-length", type=int, default=80)
+    ap.add_argument("--init-fsts", type=int, default=32, help="FSTs averaged into a prefix init (the paper's 32)")
+    ap.add_argument("--short-per-fst", type=int, default=16)
+    ap.add_argument("--long-per-fst", type=int, default=8)
+    ap.add_argument("--gold-per-fst", type=int, default=8, help="strings per FST (half short, half long) of the gold loss")
+    ap.add_argument("--gold-weight", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=1e-4, help="body LR (AdamW, warmup then cosine to 10%%)")
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--max-minutes", type=float, default=None)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--device", default="auto")
+    args = ap.parse_args()
+
+    device = runtime.pick_device(args.device)
+    autocast = runtime.set_precision(args.precision, device, "off")
+    runtime.seed_everything(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    model = load_sip(args.model).to(device=device, dtype=torch.float32)
+    model.train()
+    fst_sample = load_prefix_init(args.model)
+    cfg = model.config
+    data = Path(args.data)
+    table = fst_table_from_arrow(pq.read_table(data / "fsts.parquet"), cfg.num_states, cfg.symbols)
+    n_fsts = len(table.fst_ids)
+    if not np.array_equal(table.fst_ids, np.arange(n_fsts)):
+        raise SystemExit("search_aware: fsts.parquet must number its FSTs 0..n-1 in order")
+    gold = torch.from_numpy(table.padded(np.arange(n_fsts), int(table.n_transitions.max()))).long().to(device)
+    examples = pq.read_table(data / "examples.parquet").to_pandas()
+    short = StringBank(examples, "short", n_fsts, device)
+    long = StringBank(examples, "long", n_fsts, device)
+
+    def inits(k: int) -> torch.Tensor:
+        return torch.stack([mean_prefix(model.fst_encoder, fst_sample, args.init_fsts, args.prefix_length, gen,
+                                        model.t5.shared) for _ in range(k)])
+
+    pop = PrefixPopulation(args.slots, args.prefix_length, cfg.d_model, args.lifetime, args.prefix_lr, device)
+    all_slots = torch.arange(args.slots, device=device)
+    next_fst = args.slots
+    pop.reset(all_slots, torch.arange(args.slots, device=device) % n_fsts, inits(args.slots))
+    body = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(body, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.0)
+
+    def body_lr(step: int) -> float:
+        """Warmup, then a cosine to 10% over the steps or the minutes, whichever runs out first."""
+        if step < args.warmup:
+            return args.lr * (step + 1) / args.warmup
+        frac = (step - args.warmup) / max(1, args.steps - args.warmup)
+        if args.max_minutes:
+            frac = max(frac, (time.monotonic() - t0) / (60 * args.max_minutes))
+        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+
+    log, window, fsts_used = [], {}, args.slots
+    t0 = time.monotonic()
+    step = 0
+    for step in range(args.steps):
+        if args.max_minutes and time.monotonic() - t0 > 60 * args.max_minutes:
+            break
+        # 1. the search: one Adam step of every prefix on its FST's short strings (the body's weights get no gradient)
+        inputs, mask, labels = short.sample(pop.fst, args.short_per_fst, gen)
+        prefix = pop.prefix.clone().requires_grad_(True)
+        with autocast():
+            loss_short = prefixed_loss(model, prefix.repeat_interleave(args.short_per_fst, 0), inputs, mask, labels)
+        (grad,) = torch.autograd.grad(loss_short, prefix)
+        with torch.no_grad():
+            pop.step(all_slots, grad)
+        # 2. the body: long strings through the mature prefixes, and the gold encodings' SIP loss
+        mature = all_slots[pop.mature(all_slots)]
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            loss_long = torch.zeros((), device=device)
+            if len(mature):
+                inputs, mask, labels = long.sample(pop.fst[mature], args.long_per_fst, gen)
+                loss_long = prefixed_loss(model, pop.prefix[mature].repeat_interleave(args.long_per_fst, 0),
+                                          inputs, mask, labels)
+            # gold: as many FSTs as slots, drawn from the whole bank (not the population's: no body fit to a few FSTs)
+            fsts = torch.randint(n_fsts, (args.slots,), generator=gen).to(device)
+            half = args.gold_per_fst // 2
+            loss_gold = sum(model(input_ids=x, attention_mask=m.long(), labels=y, fst=gold[fsts.repeat_interleave(k)]).loss
+                            for k, (x, m, y) in ((half, short.sample(fsts, half, gen)),
+                                                 (args.gold_per_fst - half, long.sample(fsts, args.gold_per_fst - half, gen)))) / 2
+            loss = loss_long + args.gold_weight * loss_gold
+        loss.backward()
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(body, args.clip)
+        for group in opt.param_groups:
+            group["lr"] = body_lr(step)
+        opt.step()
+        # 3. expired prefixes: fresh FSTs, fresh inits
+        done = pop.expired()
+        if len(done):
+            fresh = (torch.arange(len(done), device=device) + next_fst) % n_fsts
+            next_fst += len(done)
+            fsts_used += len(done)
+            pop.reset(done, fresh, inits(len(done)))
+            pop.life[done] = args.lifetime
+        for name, value in (("short", loss_short), ("long", loss_long), ("gold", loss_gold)):
+            window.setdefault(name, []).append(float(value.detach()))
+        window.setdefault("mature", []).append(len(mature))
+        if (step + 1) % args.log_every == 0:
+            row = {"step": step + 1, "seconds": round(time.monotonic() - t0, 1), "fsts": fsts_used,
+                   "lr": round(opt.param_groups[0]["lr"], 7),
+                   **{k: round(float(np.mean(v)), 4) for k, v in window.items()}}
+            log.append(row)
+            window = {}
+            print(json.dumps(row), flush=True)
+    out = Path(args.out)
+    model.eval()
+    save_model(model, out, dtype=torch.bfloat16)
+    save_prefix_init(out, fst_sample)
+    meta = {"args": vars(args), "steps": step + 1, "seconds": round(time.monotonic() - t0, 1), "fsts_used": fsts_used,
+            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "curve": log,
+            "commit": runtime.git_commit()}
+    (out / "search_aware.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"saved {out} after {step + 1} steps, {meta['seconds']} s, {fsts_used} FSTs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
