@@ -10,6 +10,13 @@ body, meanwhile, is trained on the same FSTs' long strings through the prefixes 
 lifetime (first order: the tuned prefix is a constant for the body's gradient), plus the usual SIP loss with gold
 encodings so that simulation stays. A prefix at the end of its lifetime is replaced by a fresh FST and a fresh init.
 
+Sweep 27's two runs (defaults, body LR 1e-4 and 2e-5) made the body worse: it lost simulation of long inputs and
+large FSTs faster than it learned to read tuned prefixes. The guards added after them: a gold check (greedy exact match
+with gold encodings on the long strings of held-out FSTs of >= 40 transitions, every --check-every steps;
+`models/sip-d4` 98.0%, sweep 27's run A 90.8%), --min-gold-acc (keep the weights of the last check that passed, stop at
+the first that fails), --gold-size-power and --gold-long-fraction (weight the gold term to large FSTs and long strings)
+and --prefix-weight.
+
 Data: experiments/search_aware_data.py (FSTs with short and long strings). Output: a SIP checkpoint `sip finetune`
 reads (config, weights, the prefix-init sample), and metrics.json with the loss curves.
 
@@ -30,6 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sip_core.eval.decode import decode_cap, greedy_ids  # noqa: E402
 from sip_core.model import tokenizer  # noqa: E402
 from sip_core.model.loading import load_prefix_init, load_sip, mean_prefix, save_model, save_prefix_init  # noqa: E402
 from sip_core.model.sip_model import ready_mask  # noqa: E402
@@ -119,6 +127,23 @@ def prefixed_loss(model, prefix: torch.Tensor, inputs, mask, labels) -> torch.Te
               labels=labels).loss
 
 
+@torch.no_grad()
+def gold_accuracy(model, bank: StringBank, gold: torch.Tensor, fsts: torch.Tensor, per_fst: int, autocast) -> float:
+    """Greedy exact match % with the gold encodings on the first ``per_fst`` strings of each of ``fsts`` (the body's
+    simulation, checked on FSTs it is never trained on here)."""
+    model.eval()
+    rows = fsts[:, None].expand(-1, per_fst)
+    inputs = bank.inputs[fsts][:, :per_fst].flatten(0, 1)
+    labels = bank.labels[fsts][:, :per_fst].flatten(0, 1)
+    mask = inputs != 0
+    batch = {"input_ids": inputs, "attention_mask": mask.long(), "fst": gold[rows.flatten()]}
+    with autocast():
+        ids = greedy_ids(model, batch, decode_cap(mask.sum(1) - 1))
+    model.train()
+    hits = [p == g for p, g in zip(tokenizer.decode_batch(ids.cpu().tolist()), tokenizer.decode_batch(labels.cpu().tolist()))]
+    return 100.0 * sum(hits) / len(hits)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="models/sip-d4")
@@ -133,6 +158,16 @@ def main() -> int:
     ap.add_argument("--long-per-fst", type=int, default=8)
     ap.add_argument("--gold-per-fst", type=int, default=8, help="strings per FST (half short, half long) of the gold loss")
     ap.add_argument("--gold-weight", type=float, default=1.0)
+    ap.add_argument("--gold-long-fraction", type=float, default=0.5, help="share of the gold strings that are long")
+    ap.add_argument("--gold-size-power", type=float, default=0.0,
+                    help="draw gold FSTs with probability ~ transitions^P (0: uniform; sweep 27 lost the large ones)")
+    ap.add_argument("--prefix-weight", type=float, default=1.0, help="weight of the long-string loss through tuned prefixes")
+    ap.add_argument("--holdout-fsts", type=int, default=100, help="FSTs kept out of training for the gold check")
+    ap.add_argument("--check-every", type=int, default=250, help="steps between gold checks on the held-out FSTs' long strings")
+    ap.add_argument("--check-per-fst", type=int, default=4)
+    ap.add_argument("--check-min-transitions", type=int, default=40, help="held-out FSTs are this large at least")
+    ap.add_argument("--min-gold-acc", type=float, default=None,
+                    help="save the weights of the last check at or above this (not the last step's); stop at the first below")
     ap.add_argument("--lr", type=float, default=1e-4, help="body LR (AdamW, warmup then cosine to 10%%)")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--steps", type=int, default=1500)
@@ -161,6 +196,17 @@ def main() -> int:
     examples = pq.read_table(data / "examples.parquet").to_pandas()
     short = StringBank(examples, "short", n_fsts, device)
     long = StringBank(examples, "long", n_fsts, device)
+    # held out for the gold check: the last --holdout-fsts FSTs of the bank with at least --check-min-transitions
+    # (Table 1's FSTs have 49-67; sweep 27 lost the large ones first); never tuned, never in the gold term
+    sizes = table.n_transitions
+    big = np.flatnonzero(sizes >= args.check_min_transitions)
+    held = big[-args.holdout_fsts:] if args.holdout_fsts else big[:0]
+    train_ids = np.setdiff1d(np.arange(n_fsts), held)
+    if len(train_ids) < args.slots:
+        raise SystemExit(f"search_aware: {len(train_ids)} FSTs left after the holdout, fewer than --slots {args.slots}")
+    held_out = torch.from_numpy(held).to(device)
+    train_fsts = torch.from_numpy(train_ids).to(device)
+    gold_odds = torch.from_numpy(sizes[train_ids].astype(np.float64) ** args.gold_size_power)
 
     def inits(k: int) -> torch.Tensor:
         return torch.stack([mean_prefix(model.fst_encoder, fst_sample, args.init_fsts, args.prefix_length, gen,
@@ -169,7 +215,7 @@ def main() -> int:
     pop = PrefixPopulation(args.slots, args.prefix_length, cfg.d_model, args.lifetime, args.prefix_lr, device)
     all_slots = torch.arange(args.slots, device=device)
     next_fst = args.slots
-    pop.reset(all_slots, torch.arange(args.slots, device=device) % n_fsts, inits(args.slots))
+    pop.reset(all_slots, train_fsts[:args.slots], inits(args.slots))
     body = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(body, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.0)
 
@@ -185,6 +231,12 @@ def main() -> int:
     log, window, fsts_used = [], {}, args.slots
     t0 = time.monotonic()
     step = 0
+    kept = None  # --min-gold-acc: (step, weights) of the last check that passed
+    if args.check_every and len(held_out):
+        check = gold_accuracy(model, long, gold, held_out, args.check_per_fst, autocast)
+        print(json.dumps({"step": 0, "gold_long_acc": check}), flush=True)
+        if args.min_gold_acc is not None:
+            kept = (0, {k: v.detach().clone() for k, v in model.state_dict().items()})
     for step in range(args.steps):
         if args.max_minutes and time.monotonic() - t0 > 60 * args.max_minutes:
             break
@@ -206,12 +258,12 @@ def main() -> int:
                 loss_long = prefixed_loss(model, pop.prefix[mature].repeat_interleave(args.long_per_fst, 0),
                                           inputs, mask, labels)
             # gold: as many FSTs as slots, drawn from the whole bank (not the population's: no body fit to a few FSTs)
-            fsts = torch.randint(n_fsts, (args.slots,), generator=gen).to(device)
-            half = args.gold_per_fst // 2
-            loss_gold = sum(model(input_ids=x, attention_mask=m.long(), labels=y, fst=gold[fsts.repeat_interleave(k)]).loss
-                            for k, (x, m, y) in ((half, short.sample(fsts, half, gen)),
-                                                 (args.gold_per_fst - half, long.sample(fsts, args.gold_per_fst - half, gen)))) / 2
-            loss = loss_long + args.gold_weight * loss_gold
+            fsts = train_fsts[torch.multinomial(gold_odds, args.slots, replacement=True, generator=gen).to(device)]
+            n_long = round(args.gold_long_fraction * args.gold_per_fst)
+            parts = [(k, bank.sample(fsts, k, gen)) for k, bank in ((args.gold_per_fst - n_long, short), (n_long, long)) if k]
+            loss_gold = sum(k * model(input_ids=x, attention_mask=m.long(), labels=y,
+                                      fst=gold[fsts.repeat_interleave(k)]).loss for k, (x, m, y) in parts) / args.gold_per_fst
+            loss = args.prefix_weight * loss_long + args.gold_weight * loss_gold
         loss.backward()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(body, args.clip)
@@ -221,7 +273,7 @@ def main() -> int:
         # 3. expired prefixes: fresh FSTs, fresh inits
         done = pop.expired()
         if len(done):
-            fresh = (torch.arange(len(done), device=device) + next_fst) % n_fsts
+            fresh = train_fsts[(torch.arange(len(done), device=device) + next_fst) % len(train_fsts)]
             next_fst += len(done)
             fsts_used += len(done)
             pop.reset(done, fresh, inits(len(done)))
@@ -229,6 +281,14 @@ def main() -> int:
         for name, value in (("short", loss_short), ("long", loss_long), ("gold", loss_gold)):
             window.setdefault(name, []).append(float(value.detach()))
         window.setdefault("mature", []).append(len(mature))
+        if args.check_every and len(held_out) and (step + 1) % args.check_every == 0:
+            check = gold_accuracy(model, long, gold, held_out, args.check_per_fst, autocast)
+            window["gold_long_acc"] = [check]
+            if args.min_gold_acc is not None:
+                if check < args.min_gold_acc:
+                    print(f"gold check {check:.1f} < {args.min_gold_acc} at step {step + 1}: stopping", flush=True)
+                    break
+                kept = (step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
         if (step + 1) % args.log_every == 0:
             row = {"step": step + 1, "seconds": round(time.monotonic() - t0, 1), "fsts": fsts_used,
                    "lr": round(opt.param_groups[0]["lr"], 7),
@@ -238,13 +298,16 @@ def main() -> int:
             print(json.dumps(row), flush=True)
     out = Path(args.out)
     model.eval()
+    if kept is not None:
+        model.load_state_dict(kept[1])
     save_model(model, out, dtype=torch.bfloat16)
     save_prefix_init(out, fst_sample)
-    meta = {"args": vars(args), "steps": step + 1, "seconds": round(time.monotonic() - t0, 1), "fsts_used": fsts_used,
+    meta = {"args": vars(args), "steps": step + 1, "saved_step": kept[0] if kept else step + 1, "seconds": round(time.monotonic() - t0, 1), "fsts_used": fsts_used,
             "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "curve": log,
             "commit": runtime.git_commit()}
     (out / "search_aware.json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"saved {out} after {step + 1} steps, {meta['seconds']} s, {fsts_used} FSTs")
+    print(f"saved {out} (the weights of step {meta['saved_step']}) after {step + 1} steps, {meta['seconds']} s, "
+          f"{fsts_used} FSTs")
     return 0
 
 

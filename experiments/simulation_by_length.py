@@ -19,10 +19,10 @@ import json
 import numpy as np
 import torch
 
+from sip_core.eval.decode import predict_split
 from sip_core.model.loading import load_sip
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import load_pool
-from sip_core.eval.decode import predict_split
 from sip_core.train.pretrain import LENGTH_BANDS, _eval_subset
 
 SIZE_BANDS = ((1, 15), (16, 30), (31, 45), (46, 60), (61, 200))  # transitions; Table 1's FSTs have 49-67
@@ -57,9 +57,8 @@ def main() -> None:
     hits = np.array([p == g for p, g in zip(preds, split.outputs)], dtype=bool)
     scores = {"acc": 100.0 * hits.mean(), **by_band(hits, split.input_char_lengths, LENGTH_BANDS, "len"),
               **by_band(hits, pool.fsts.n_transitions[split.fst_rows], SIZE_BANDS, "trans")}
-    lengths = split.input_char_lengths
     print(json.dumps({"checkpoint": a.checkpoint, "pool": a.pool, "split": a.split, "n": len(split),
-                      "max_input_chars": int(lengths.max()), **{k: round(v, 1) for k, v in scores.items()}}))
+                      "max_input_chars": int(split.input_char_lengths.max()), **{k: round(v, 1) for k, v in scores.items()}}))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@
 #   bash experiments/sweep27.sh train      one call: ~8 min of training; the checkpoint stays in runs/search-aware on
 #                                          the host (ignored, so a warm host keeps it) and comes back in 15-MB parts
 #   bash experiments/sweep27.sh finetune   the next call on the same warm host (RESUME=1 for a third)
+# Run A: the defaults; run B: SA_FLAGS="--lr 2e-5" MINUTES=4. Both lost simulation (EXPERIMENTS, session 41). A guarded
+# next try, e.g.: SA_FLAGS="--lr 2e-5 --gold-size-power 1 --gold-long-fraction 0.75 --prefix-weight 0.3
+# --min-gold-acc 97" (read gold_long_acc in the log before spending a fine-tuning call: models/sip-d4 starts at 98.0).
 # Carry data/gpu/search-aware (python experiments/search_aware_data.py --out data/gpu/search-aware, 12 MB) and
 # data/gpu/eval/iteration-s4. Afterwards, here: cat search-aware.safetensors.part-* > runs/search-aware/model.safetensors
 set -eu
