@@ -37,46 +37,33 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sip_core.eval.decode import decode_cap, greedy_ids  # noqa: E402
-from sip_core.model import tokenizer  # noqa: E402
+from sip_core.eval.decode import predict_split  # noqa: E402
 from sip_core.model.loading import load_prefix_init, load_sip, mean_prefix, save_model, save_prefix_init  # noqa: E402
 from sip_core.model.sip_model import ready_mask  # noqa: E402
 from sip_core.train import runtime  # noqa: E402
-from sip_core.train.data import fst_table_from_arrow  # noqa: E402
-
-
-def padded_ids(texts: list[str]) -> torch.Tensor:
-    """(n, width) token ids with EOS, right-padded with PAD."""
-    ids, offsets = tokenizer.encode_many(texts)
-    lengths = np.diff(offsets)
-    out = np.zeros((len(texts), int(lengths.max())), np.int64)
-    rows = np.repeat(np.arange(len(texts)), lengths)
-    cols = np.arange(len(ids)) - np.repeat(offsets[:-1], lengths)
-    out[rows, cols] = ids
-    return torch.from_numpy(out)
+from sip_core.train.batching import DeviceSplit  # noqa: E402
+from sip_core.train.data import fst_table_from_arrow, make_split  # noqa: E402
 
 
 class StringBank:
-    """Every FST's strings of one split as (n_fsts, per_fst, width) id tensors on the device."""
+    """Every FST's strings of one split, ``per_fst`` each, as one DeviceSplit (example ``f * per_fst + j`` is string
+    j of FST f) whose batches carry the FSTs' gold encodings too."""
 
-    def __init__(self, examples, split: str, n_fsts: int, device):
+    def __init__(self, examples, split: str, fsts, device):
         part = examples[examples.split == split].sort_values("fst_id", kind="stable")
         per_fst = part.groupby("fst_id").size()
-        if len(per_fst) != n_fsts or per_fst.nunique() != 1:
+        if len(per_fst) != len(fsts.fst_ids) or per_fst.nunique() != 1:
             raise SystemExit(f"search_aware: every FST needs the same number of {split} strings")
         self.per_fst = int(per_fst.iloc[0])
-        self.inputs = padded_ids(part.input.tolist()).view(n_fsts, self.per_fst, -1).to(device)
-        self.labels = padded_ids(part.output.tolist()).view(n_fsts, self.per_fst, -1).to(device)
+        self.data = DeviceSplit(make_split(part.input.tolist(), part.output.tolist(), fst_rows=part.fst_id.to_numpy()),
+                                device, fsts, use_fsts=True)
 
-    def sample(self, fsts: torch.Tensor, k: int, gen: torch.Generator):
-        """k random strings of each FST: (len(fsts) * k, width) inputs, attention mask and labels (-100 padding)."""
-        pick = torch.randint(self.per_fst, (len(fsts), k), generator=gen).to(fsts.device)
-        rows = fsts[:, None].expand(-1, k)
-        inputs, labels = self.inputs[rows, pick].flatten(0, 1), self.labels[rows, pick].flatten(0, 1)
-        width_in = int((inputs != 0).sum(1).max())
-        width_out = int((labels != 0).sum(1).max())
-        inputs, labels = inputs[:, :width_in], labels[:, :width_out]
-        return inputs, inputs != 0, labels.masked_fill(labels == 0, -100)
+    def examples(self, fsts: np.ndarray, strings: np.ndarray) -> np.ndarray:
+        return (fsts[:, None] * self.per_fst + strings).ravel()
+
+    def sample(self, fsts: np.ndarray, k: int, rng: np.random.Generator) -> dict:
+        """A batch of k random strings of each FST: input_ids, attention_mask, labels, fst (gold), encoder_width."""
+        return self.data.batch(self.examples(fsts, rng.integers(self.per_fst, size=(len(fsts), k))))
 
 
 class PrefixPopulation:
@@ -89,15 +76,15 @@ class PrefixPopulation:
         self.age = torch.zeros(slots, dtype=torch.long, device=device)
         # staggered first lifetimes, so that at any step some prefixes are mature and some fresh
         self.life = torch.linspace(lifetime / slots, lifetime, slots, device=device).round().long().clamp(min=1)
-        self.fst = torch.zeros(slots, dtype=torch.long, device=device)
+        self.fst = np.zeros(slots, dtype=np.int64)  # each slot's FST (host: it indexes the banks' batches)
         self.lifetime, self.lr = lifetime, lr
 
-    def reset(self, slots: torch.Tensor, fsts: torch.Tensor, inits: torch.Tensor) -> None:
+    def reset(self, slots: torch.Tensor, fsts: np.ndarray, inits: torch.Tensor) -> None:
         self.prefix[slots] = inits
         self.m[slots] = 0
         self.v[slots] = 0
         self.age[slots] = 0
-        self.fst[slots] = fsts
+        self.fst[slots.cpu().numpy()] = fsts
 
     def step(self, slots: torch.Tensor, grad: torch.Tensor, betas=(0.9, 0.999), eps=1e-8) -> None:
         """One Adam step of each slot's prefix (torch.optim.Adam's update, per slot)."""
@@ -118,30 +105,20 @@ class PrefixPopulation:
         return (self.age >= self.life).nonzero().flatten()
 
 
-def prefixed_loss(model, prefix: torch.Tensor, inputs, mask, labels) -> torch.Tensor:
+def prefixed_loss(model, prefix: torch.Tensor, batch: dict) -> torch.Tensor:
     """Seq2seq loss with a (B, L, d) tuned prefix before the bytes, as `sip finetune` feeds it ([prefix | bytes])."""
     t5 = model.t5
-    embeds = torch.cat([prefix.to(t5.shared.weight.dtype), t5.shared(inputs)], 1)
-    full = torch.cat([torch.ones(prefix.shape[:2], dtype=torch.bool, device=mask.device), mask], 1)
+    embeds = torch.cat([prefix.to(t5.shared.weight.dtype), t5.shared(batch["input_ids"])], 1)
+    full = torch.cat([torch.ones(prefix.shape[:2], dtype=torch.bool, device=embeds.device),
+                      batch["attention_mask"].bool()], 1)
     return t5(inputs_embeds=embeds, attention_mask=ready_mask(full, t5.config._attn_implementation),
-              labels=labels).loss
+              labels=batch["labels"]).loss
 
 
-@torch.no_grad()
-def gold_accuracy(model, bank: StringBank, gold: torch.Tensor, fsts: torch.Tensor, per_fst: int, autocast) -> float:
-    """Greedy exact match % with the gold encodings on the first ``per_fst`` strings of each of ``fsts`` (the body's
-    simulation, checked on FSTs it is never trained on here)."""
-    model.eval()
-    rows = fsts[:, None].expand(-1, per_fst)
-    inputs = bank.inputs[fsts][:, :per_fst].flatten(0, 1)
-    labels = bank.labels[fsts][:, :per_fst].flatten(0, 1)
-    mask = inputs != 0
-    batch = {"input_ids": inputs, "attention_mask": mask.long(), "fst": gold[rows.flatten()]}
-    with autocast():
-        ids = greedy_ids(model, batch, decode_cap(mask.sum(1) - 1))
-    model.train()
-    hits = [p == g for p, g in zip(tokenizer.decode_batch(ids.cpu().tolist()), tokenizer.decode_batch(labels.cpu().tolist()))]
-    return 100.0 * sum(hits) / len(hits)
+def gold_accuracy(model, check: DeviceSplit, autocast) -> float:
+    """Greedy exact match % with the gold encodings on ``check`` (the held-out FSTs' long strings)."""
+    preds = predict_split(model, check, 512, autocast)
+    return 100.0 * float(np.mean([p == g for p, g in zip(preds, check.split.outputs)]))
 
 
 def main() -> int:
@@ -182,7 +159,8 @@ def main() -> int:
     device = runtime.pick_device(args.device)
     autocast = runtime.set_precision(args.precision, device, "off")
     runtime.seed_everything(args.seed)
-    gen = torch.Generator().manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)  # the prefix inits
+    rng = np.random.default_rng(args.seed)  # the strings and FSTs drawn
     model = load_sip(args.model).to(device=device, dtype=torch.float32)
     model.train()
     fst_sample = load_prefix_init(args.model)
@@ -192,10 +170,9 @@ def main() -> int:
     n_fsts = len(table.fst_ids)
     if not np.array_equal(table.fst_ids, np.arange(n_fsts)):
         raise SystemExit("search_aware: fsts.parquet must number its FSTs 0..n-1 in order")
-    gold = torch.from_numpy(table.padded(np.arange(n_fsts), int(table.n_transitions.max()))).long().to(device)
     examples = pq.read_table(data / "examples.parquet").to_pandas()
-    short = StringBank(examples, "short", n_fsts, device)
-    long = StringBank(examples, "long", n_fsts, device)
+    short = StringBank(examples, "short", table, device)
+    long = StringBank(examples, "long", table, device)
     # held out for the gold check: the last --holdout-fsts FSTs of the bank with at least --check-min-transitions
     # (Table 1's FSTs have 49-67; sweep 27 lost the large ones first); never tuned, never in the gold term
     sizes = table.n_transitions
@@ -204,9 +181,10 @@ def main() -> int:
     train_ids = np.setdiff1d(np.arange(n_fsts), held)
     if len(train_ids) < args.slots:
         raise SystemExit(f"search_aware: {len(train_ids)} FSTs left after the holdout, fewer than --slots {args.slots}")
-    held_out = torch.from_numpy(held).to(device)
-    train_fsts = torch.from_numpy(train_ids).to(device)
-    gold_odds = torch.from_numpy(sizes[train_ids].astype(np.float64) ** args.gold_size_power)
+    check = DeviceSplit(long.data.split.subset(long.examples(held, np.arange(args.check_per_fst)[None, :])), device,
+                        table, use_fsts=True)
+    gold_odds = sizes[train_ids].astype(np.float64) ** args.gold_size_power
+    gold_odds /= gold_odds.sum()
 
     def inits(k: int) -> torch.Tensor:
         return torch.stack([mean_prefix(model.fst_encoder, fst_sample, args.init_fsts, args.prefix_length, gen,
@@ -215,7 +193,7 @@ def main() -> int:
     pop = PrefixPopulation(args.slots, args.prefix_length, cfg.d_model, args.lifetime, args.prefix_lr, device)
     all_slots = torch.arange(args.slots, device=device)
     next_fst = args.slots
-    pop.reset(all_slots, train_fsts[:args.slots], inits(args.slots))
+    pop.reset(all_slots, train_ids[:args.slots], inits(args.slots))
     body = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(body, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.0)
 
@@ -232,19 +210,18 @@ def main() -> int:
     t0 = time.monotonic()
     step = 0
     kept = None  # --min-gold-acc: (step, weights) of the last check that passed
-    if args.check_every and len(held_out):
-        check = gold_accuracy(model, long, gold, held_out, args.check_per_fst, autocast)
-        print(json.dumps({"step": 0, "gold_long_acc": check}), flush=True)
+    if args.check_every and len(held):
+        print(json.dumps({"step": 0, "gold_long_acc": gold_accuracy(model, check, autocast)}), flush=True)
         if args.min_gold_acc is not None:
             kept = (0, {k: v.detach().clone() for k, v in model.state_dict().items()})
     for step in range(args.steps):
         if args.max_minutes and time.monotonic() - t0 > 60 * args.max_minutes:
             break
         # 1. the search: one Adam step of every prefix on its FST's short strings (the body's weights get no gradient)
-        inputs, mask, labels = short.sample(pop.fst, args.short_per_fst, gen)
+        batch = short.sample(pop.fst, args.short_per_fst, rng)
         prefix = pop.prefix.clone().requires_grad_(True)
         with autocast():
-            loss_short = prefixed_loss(model, prefix.repeat_interleave(args.short_per_fst, 0), inputs, mask, labels)
+            loss_short = prefixed_loss(model, prefix.repeat_interleave(args.short_per_fst, 0), batch)
         (grad,) = torch.autograd.grad(loss_short, prefix)
         with torch.no_grad():
             pop.step(all_slots, grad)
@@ -254,15 +231,13 @@ def main() -> int:
         with autocast():
             loss_long = torch.zeros((), device=device)
             if len(mature):
-                inputs, mask, labels = long.sample(pop.fst[mature], args.long_per_fst, gen)
-                loss_long = prefixed_loss(model, pop.prefix[mature].repeat_interleave(args.long_per_fst, 0),
-                                          inputs, mask, labels)
+                batch = long.sample(pop.fst[mature.cpu().numpy()], args.long_per_fst, rng)
+                loss_long = prefixed_loss(model, pop.prefix[mature].repeat_interleave(args.long_per_fst, 0), batch)
             # gold: as many FSTs as slots, drawn from the whole bank (not the population's: no body fit to a few FSTs)
-            fsts = train_fsts[torch.multinomial(gold_odds, args.slots, replacement=True, generator=gen).to(device)]
+            fsts = rng.choice(train_ids, args.slots, p=gold_odds)
             n_long = round(args.gold_long_fraction * args.gold_per_fst)
-            parts = [(k, bank.sample(fsts, k, gen)) for k, bank in ((args.gold_per_fst - n_long, short), (n_long, long)) if k]
-            loss_gold = sum(k * model(input_ids=x, attention_mask=m.long(), labels=y,
-                                      fst=gold[fsts.repeat_interleave(k)]).loss for k, (x, m, y) in parts) / args.gold_per_fst
+            loss_gold = sum(k * model(**bank.sample(fsts, k, rng)).loss
+                            for k, bank in ((args.gold_per_fst - n_long, short), (n_long, long)) if k) / args.gold_per_fst
             loss = args.prefix_weight * loss_long + args.gold_weight * loss_gold
         loss.backward()
         if args.clip:
@@ -273,7 +248,7 @@ def main() -> int:
         # 3. expired prefixes: fresh FSTs, fresh inits
         done = pop.expired()
         if len(done):
-            fresh = train_fsts[(torch.arange(len(done), device=device) + next_fst) % len(train_fsts)]
+            fresh = train_ids[(np.arange(len(done)) + next_fst) % len(train_ids)]
             next_fst += len(done)
             fsts_used += len(done)
             pop.reset(done, fresh, inits(len(done)))
@@ -281,12 +256,12 @@ def main() -> int:
         for name, value in (("short", loss_short), ("long", loss_long), ("gold", loss_gold)):
             window.setdefault(name, []).append(float(value.detach()))
         window.setdefault("mature", []).append(len(mature))
-        if args.check_every and len(held_out) and (step + 1) % args.check_every == 0:
-            check = gold_accuracy(model, long, gold, held_out, args.check_per_fst, autocast)
-            window["gold_long_acc"] = [check]
+        if args.check_every and len(held) and (step + 1) % args.check_every == 0:
+            acc = gold_accuracy(model, check, autocast)
+            window["gold_long_acc"] = [acc]
             if args.min_gold_acc is not None:
-                if check < args.min_gold_acc:
-                    print(f"gold check {check:.1f} < {args.min_gold_acc} at step {step + 1}: stopping", flush=True)
+                if acc < args.min_gold_acc:
+                    print(f"gold check {acc:.1f} < {args.min_gold_acc} at step {step + 1}: stopping", flush=True)
                     break
                 kept = (step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
         if (step + 1) % args.log_every == 0:
