@@ -23,7 +23,7 @@ settings=${SETTINGS:-iteration-s4 uc-s4}; tasks=${TASKS:-2}; epochs=${EPOCHS:-20
 common="--epochs $epochs --eval-last ${EVAL_LAST:-10} --report-last 10 --eval-batch-size 64 --prefix-lr 1.0 --prefix-length 50 --clip 1.0 --seed 762354 --no-progress --checkpoint-minutes 2"
 base="--model scratch --d-model 256 --d-ff 1024 --layers 12 --decoder-layers 4 --heads 4 --d-kv 64 --dropout 0.0 --rel-buckets 128 --rel-max-distance 256 --model-name base --prefix none --batch-size 48 --lr 0.0005"
 sip="--model ${SIP_MODEL:-data/gpu/checkpoints/sip-d4} --model-name sip-d4 --prefix mean --batch-size 32 --lr 0.0003"
-work=/tmp/sweep
+work=${WORK:-/tmp/sweep}  # WORK: another folder lets two sweeps run side by side in one call
 [[ ${RESUME:-0} == 1 ]] || rm -rf $work  # a warm host keeps /tmp: never mix an earlier sweep's runs into this archive
 mkdir -p $work "${OUT:-/tmp}"
 ngpu=${NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}; ((ngpu > 0)) || ngpu=1
@@ -56,6 +56,8 @@ done
 wait "${pids[@]}" 2>/dev/null  # (runs reaped by `wait -n` are no longer children)
 [[ -n ${watchdog:-} ]] && kill $watchdog 2>/dev/null
 # weights stay on the host (36 MB a run); a tuned prefix (--save-prefix: prefix.safetensors, 80 KB) comes back
+# (a run stopped by LIMIT_S: its latest checkpoint's prefix, prefix-epoch<N>.safetensors)
+[[ "$*" == *--save-prefix* ]] && python3 experiments/partial_prefixes.py $work
 tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='model.safetensors' --exclude='checkpoints' .
 python3 - "$work" <<'PY'
 import json, pathlib, sys

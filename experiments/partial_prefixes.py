@@ -1,0 +1,40 @@
+"""Tuned prefixes of fine-tuning runs that a time limit stopped, for the sweep archives.
+
+`sip finetune --save-prefix` writes `prefix.safetensors` when a run ends; a run that `LIMIT_S` stopped leaves only its
+epoch checkpoint (weights and optimiser, too big to travel). This copies the prefix out of each stopped run's latest
+checkpoint as `prefix-epoch<N>.safetensors` beside its `progress.json`, so the archive brings it back (session 42 lost
+ten prefix-only runs' prefixes this way). Checkpoints are this harness's own files on the GPU host.
+
+    python experiments/partial_prefixes.py WORK_DIR
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from safetensors.torch import save_file
+
+from sip_core.io import atomic_path
+from sip_core.train import checkpoint as ckpt
+
+
+def copy_partial_prefixes(work: Path) -> list[Path]:
+    written = []
+    for run in sorted(work.glob(".*.partial")):
+        latest = ckpt.latest_checkpoint(run)
+        if latest is None:
+            continue
+        payload, _ = ckpt.load_checkpoint(latest)
+        prefix = payload["model"].get("prefix")
+        if prefix is None:  # not a tuned-prefix run
+            continue
+        target = run / f"prefix-epoch{payload['epoch']}.safetensors"
+        with atomic_path(target) as tmp:
+            save_file({"prefix": prefix.float().contiguous()}, str(tmp))
+        written.append(target)
+    return written
+
+
+if __name__ == "__main__":
+    for path in copy_partial_prefixes(Path(sys.argv[1])):
+        print(f"partial prefix: {path}")
