@@ -56,7 +56,7 @@ done
 wait "${pids[@]}" 2>/dev/null  # (runs reaped by `wait -n` are no longer children)
 [[ -n ${watchdog:-} ]] && kill $watchdog 2>/dev/null
 # weights stay on the host (36 MB a run); a tuned prefix (--save-prefix: prefix.safetensors, 80 KB) comes back
-# (a run stopped by LIMIT_S: its latest checkpoint's prefix, prefix-epoch<N>.safetensors)
+# (a run stopped by LIMIT_S: its latest checkpoint's prefix, in prefix-epoch<N>/)
 [[ "$*" == *--save-prefix* ]] && python3 experiments/partial_prefixes.py $work
 tar -C $work -czf "${OUT:-/tmp}/finetune-sweep.tgz" --exclude='model.safetensors' --exclude='checkpoints' .
 python3 - "$work" <<'PY'

@@ -2,8 +2,9 @@
 
 `sip finetune --save-prefix` writes `prefix.safetensors` when a run ends; a run that `LIMIT_S` stopped leaves only its
 epoch checkpoint (weights and optimiser, too big to travel). This copies the prefix out of each stopped run's latest
-checkpoint as `prefix-epoch<N>.safetensors` beside its `progress.json`, so the archive brings it back (session 42 lost
-ten prefix-only runs' prefixes this way). Checkpoints are this harness's own files on the GPU host.
+checkpoint into `prefix-epoch<N>/` beside its `progress.json` (as `sip finetune` writes it, so `load_tuned_prefix` reads
+the folder), and the archive brings it back (session 42 lost ten prefix-only runs' prefixes this way). Checkpoints are
+this harness's own files on the GPU host.
 
     python experiments/partial_prefixes.py WORK_DIR
 """
@@ -12,9 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from safetensors.torch import save_file
-
-from sip_core.io import atomic_path
+from sip_core.model.loading import save_tuned_prefix
 from sip_core.train import checkpoint as ckpt
 
 
@@ -28,9 +27,9 @@ def copy_partial_prefixes(work: Path) -> list[Path]:
         prefix = payload["model"].get("prefix")
         if prefix is None:  # not a tuned-prefix run
             continue
-        target = run / f"prefix-epoch{payload['epoch']}.safetensors"
-        with atomic_path(target) as tmp:
-            save_file({"prefix": prefix.float().contiguous()}, str(tmp))
+        target = run / f"prefix-epoch{payload['epoch']}"
+        target.mkdir(exist_ok=True)
+        save_tuned_prefix(prefix, target)
         written.append(target)
     return written
 

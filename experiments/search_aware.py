@@ -37,12 +37,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sip_core.eval.decode import predict_split  # noqa: E402
 from sip_core.model.loading import load_prefix_init, load_sip, mean_prefix, save_model, save_prefix_init  # noqa: E402
 from sip_core.model.sip_model import ready_mask  # noqa: E402
 from sip_core.train import runtime  # noqa: E402
 from sip_core.train.batching import DeviceSplit  # noqa: E402
 from sip_core.train.data import fst_table_from_arrow, make_split  # noqa: E402
+from sip_core.train.pretrain import exact_match  # noqa: E402
 
 
 class StringBank:
@@ -117,8 +117,7 @@ def prefixed_loss(model, prefix: torch.Tensor, batch: dict) -> torch.Tensor:
 
 def gold_accuracy(model, check: DeviceSplit, autocast) -> float:
     """Greedy exact match % with the gold encodings on ``check`` (the held-out FSTs' long strings)."""
-    preds = predict_split(model, check, 512, autocast)
-    return 100.0 * float(np.mean([p == g for p, g in zip(preds, check.split.outputs)]))
+    return float(exact_match(model, check, 512, autocast)["acc"])
 
 
 def main() -> int:
