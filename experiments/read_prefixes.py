@@ -16,9 +16,11 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn.functional import normalize
 
+from sip_core.analysis.prefix import fst_encodings
 from sip_core.model.loading import load_prefix_init, load_sip, load_tuned_prefix, mean_prefix
 from sip_core.train.data import fst_table_from_arrow, read_parquet
 
@@ -57,16 +59,15 @@ def main() -> int:
     with torch.no_grad():
         for (seed, task), prefix in sorted(prefixes.items()):
             row = ids.index(task)
-            g = gold_table.transitions[gold_table.offsets[row]:gold_table.offsets[row + 1]]
-            gold, _ = body.fst_encoder(torch.as_tensor(g).long()[None], body.t5.shared)
-            gold = gold[0].float()
+            n_gold = int(np.diff(gold_table.offsets)[row])
+            gold = fst_encodings(body, gold_table, np.array([row]), n_gold)[0][0]
             init = mean_prefix(body.fst_encoder, sample, 32, len(prefix), torch.Generator().manual_seed(seed),
                                body.t5.shared)
             moved = (normalize(prefix, dim=-1) * normalize(init, dim=-1)).sum(-1)
             print(f"{seed:>7} {task:14s} {len(prefix):3d} | {moved.mean():.3f} (min {moved.min():.2f})"
                   f" | {best_cos(init, gold).mean():.3f} {best_cos(prefix, gold).mean():.3f}"
                   f" | {best_cos(gold, init).mean():.3f} {best_cos(gold, prefix).mean():.3f}"
-                  f" {(best_cos(gold, prefix) > 0.9).sum().item():3d} | {len(g)}")
+                  f" {(best_cos(gold, prefix) > 0.9).sum().item():3d} | {n_gold}")
         if len(seeds) == 2:
             for task in sorted({t for _, t in prefixes}):
                 a, b = prefixes.get((seeds[0], task)), prefixes.get((seeds[1], task))
