@@ -8,6 +8,9 @@
 # The gpu protocol otherwise (80 vectors, body LR 1e-5, prefix LR 0.3, cosine, 20 epochs, strict determinism); seed
 # 762354 pairs with Table 1's run (81.1%). PULLS picks the weights (default "0.01 0.03"), SEEDS the seeds; the tuned
 # prefixes come back for experiments/read_prefixes.py. 10 runs at once: ~21 s an epoch, ~470 s for one call.
+# SOFT="0.01 0.03" adds the soft prefix (`--prefix soft`, item 2 of the same plan: the prefix as distributions over
+# each transition's labels, read through the FST encoder) at those LRs, below the 0.1-1.0 of sweep 4; 15-20 runs need
+# two calls (RESUME=1 on the warm host).
 # Carry data/gpu/eval/iteration-s4; models/sip-d4 is in git.
 P="--prefix-length 80 --prefix-lr 0.3 --lr 1e-5 --schedule cosine --checkpoint-minutes 1 --save-prefix"
 variants=()
@@ -15,6 +18,7 @@ for seed in ${SEEDS:-762354}; do
   for w in ${PULLS:-0.01 0.03}; do
     variants+=("pull$w-s$seed|$P --prefix-codebook-states 4 --prefix-pull $w --seed $seed")
   done
+  for lr in ${SOFT:-}; do variants+=("soft$lr-s$seed|$P --prefix soft --prefix-lr $lr --seed $seed"); done
 done
 SIP_MODEL=${SIP_MODEL:-models/sip-d4} SETTINGS=iteration-s4 TASKS=${TASKS:-5} EPOCHS=${EPOCHS:-20} \
   LIMIT_S=${LIMIT_S:-555} PER_GPU=${PER_GPU:-16} bash experiments/finetune_sweep.sh "${variants[@]}"
