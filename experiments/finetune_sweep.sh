@@ -15,6 +15,8 @@
 # resume from their checkpoints (every 2 minutes).
 # Other task files: TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS="g2p-ban-d0 g2p-cop-d0" (SETTINGS and
 # TASKS are then unused).
+# SIP_LAUNCHER: what runs `finetune` instead of `-m sip_core.cli` (a script taking the sip command line, e.g.
+# experiments/prefix_max_norm.py for sweep 30; its variants' settings come through their environment field).
 # Several GPUs: runs go round-robin over the GPUs the host shows (NGPU to override); PER_GPU=N keeps at most N runs
 # per GPU at once, the rest queued (default: all at once). Two H200s took 10 per GPU in ~420 s each (session 19).
 set -u
@@ -31,7 +33,7 @@ cap=$(( ${PER_GPU:-0} * ngpu )); started=0
 # LIMIT_S: stop unfinished runs after that many seconds (queued ones never start), so that what finished still
 # comes back; the watchdog is detached from stdout: a pipe reader must not wait for its sleep
 deadline=$((SECONDS + ${LIMIT_S:-999999}))
-w=0; if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; pkill -P $$ -f "sip_core.cli finetune") >/dev/null 2>&1 & watchdog=$!; w=1; fi
+w=0; if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; pkill -P $$ -f " finetune --") >/dev/null 2>&1 & watchdog=$!; w=1; fi
 pids=()
 for variant in "$@"; do
   name=${variant%%|*}; rest=${variant#*|}; extra=${rest%%|*}; envs=""; [[ $rest == *"|"* ]] && envs=${rest#*|}
@@ -48,7 +50,7 @@ for variant in "$@"; do
     while ((cap > 0 && $(jobs -rp | wc -l) >= cap + w)); do wait -n; done  # a slot frees when a run ends
     ((SECONDS < deadline)) || continue
     gpu=$((started % ngpu)); started=$((started + 1))
-    env CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$gpu} $envs python3 -m sip_core.cli finetune $model $common $extra \
+    env CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$gpu} $envs python3 ${SIP_LAUNCHER:--m sip_core.cli} finetune $model $common $extra \
       --tasks $file --task-id $id --out $work/$run > $work/$run.log 2>&1 &
     pids+=($!)
   done
