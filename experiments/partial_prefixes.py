@@ -17,6 +17,15 @@ from sip_core.model.loading import save_tuned_prefix
 from sip_core.train import checkpoint as ckpt
 
 
+def latest_prefix_folder(run: Path) -> Path | None:
+    """Where a run's tuned prefix is: the run's own folder (a finished run), else its latest `prefix-epoch<N>/` copy
+    (a stopped one), else None."""
+    if (run / "prefix.safetensors").exists():
+        return run
+    copies = sorted(run.glob("prefix-epoch*"), key=lambda p: int(p.name.removeprefix("prefix-epoch")))
+    return copies[-1] if copies else None
+
+
 def copy_partial_prefixes(work: Path) -> list[Path]:
     written = []
     for run in sorted(work.glob(".*.partial")):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from partial_prefixes import latest_prefix_folder  # a sibling script: sys.path[0] is experiments/
 from sip_core.analysis.prefix import fst_encodings
 from sip_core.model.loading import load_prefix_init, load_sip, load_tuned_prefix, mean_prefix
 from sip_core.train.data import fst_table_from_arrow, read_parquet
@@ -29,14 +30,12 @@ def tuned_runs(sweep: Path) -> list[tuple[str, str, Path, float]]:
     for run in sorted(sweep.iterdir()):
         if not run.is_dir() or "--" not in run.name:
             continue
-        name = run.name.removeprefix(".").removesuffix(".partial")
-        if (run / "prefix.safetensors").exists():
+        name, folder = run.name.removeprefix(".").removesuffix(".partial"), latest_prefix_folder(run)
+        if folder == run:
             runs.append((name, name.split("--")[1], run, json.loads((run / "metrics.json").read_text())["reported"]["acc"]))
-            continue
-        copies = sorted(run.glob("prefix-epoch*"), key=lambda p: int(p.name.removeprefix("prefix-epoch")))
-        if copies and (run / "progress.json").exists():
+        elif folder is not None and (run / "progress.json").exists():
             curve = json.loads((run / "progress.json").read_text())["epochs"]
-            runs.append((name, name.split("--")[1], copies[-1], float(np.mean([e["acc"] for e in curve[-5:]]))))
+            runs.append((name, name.split("--")[1], folder, float(np.mean([e["acc"] for e in curve[-5:]]))))
     return runs
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.nn.functional import normalize
 
+from partial_prefixes import latest_prefix_folder  # a sibling script: sys.path[0] is experiments/
 from sip_core.analysis.prefix import fst_encodings
 from sip_core.model.loading import load_prefix_init, load_sip, load_tuned_prefix, mean_prefix
 from sip_core.train.data import fst_table_from_arrow, read_parquet
@@ -34,10 +35,9 @@ def tuned_prefixes(sweep: Path) -> dict[tuple[int, str], torch.Tensor]:
         m = re.fullmatch(r"\.?[\w.-]+-s(\d+)--([\w-]+?)(\.partial)?", run.name)
         if not m:
             continue
-        folders = [run] if (run / "prefix.safetensors").exists() else sorted(
-            run.glob("prefix-epoch*"), key=lambda p: int(p.name.removeprefix("prefix-epoch")))
-        if folders:
-            found[(int(m[1]), m[2])] = load_tuned_prefix(folders[-1]).float()
+        folder = latest_prefix_folder(run)
+        if folder is not None:
+            found[(int(m[1]), m[2])] = load_tuned_prefix(folder).float()
     return found
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from partial_prefixes import latest_prefix_folder  # a sibling script: sys.path[0] is experiments/
 from sip_core.analysis.prefix import PrefixEvaluator
 from sip_core.model.loading import load_sip, load_tuned_prefix
 from sip_core.train.batching import DeviceSplit
@@ -23,11 +24,8 @@ EVAL, N_TEST, SLOTS = "data/gpu/eval/iteration-s4", 200, 80
 def latest_prefix(sweep: Path, run: str) -> torch.Tensor:
     """A finished run's prefix, else the latest copy a time-limited run left (prefix-epoch<N>/)."""
     for folder in (sweep / run, sweep / f".{run}.partial"):
-        if (folder / "prefix.safetensors").exists():
-            return load_tuned_prefix(folder).float()
-        copies = sorted(folder.glob("prefix-epoch*"), key=lambda p: int(p.name.removeprefix("prefix-epoch")))
-        if copies:
-            return load_tuned_prefix(copies[-1]).float()
+        if (prefix_folder := latest_prefix_folder(folder)) is not None:
+            return load_tuned_prefix(prefix_folder).float()
     raise SystemExit(f"rescale_prefixes: no tuned prefix for {run} under {sweep}")
 
 

@@ -5,8 +5,8 @@
 # transitions lets the search fit the short training strings with a machine that is not minimal (one that counts
 # visits), which is exactly how runs fail (errors start after a state's 4th visit). The paper tunes 50 vectors.
 # 20 epochs, strict determinism, the 5 iteration-s4 tasks; seed 762354 pairs with Table 1's run (81.1 at 80 vectors).
-# VARIANTS picks lengths (default "40 50 64"; session 44 ran VARIANTS=100), SEEDS the seeds (default 762354); --save-prefix brings the tuned
-# prefixes back (a few KB each). Calls of LIMIT_S, the later with RESUME=1 on the warm host (checkpoints every minute).
+# VARIANTS picks lengths (default "40 50 64"; session 44 ran VARIANTS=100), SEEDS the seeds (default 762354);
+# --save-prefix brings the tuned prefixes back (a few KB each). Calls of LIMIT_S, the later with RESUME=1 on the warm host (checkpoints every minute).
 # Carry data/gpu/eval/iteration-s4; models/sip-d4 is in git.
 P="--prefix-lr 0.3 --lr 1e-5 --schedule cosine --checkpoint-minutes 1 --save-prefix"
 variants=()
