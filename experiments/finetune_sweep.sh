@@ -16,7 +16,7 @@
 # Other task files: TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS="g2p-ban-d0 g2p-cop-d0" (SETTINGS and
 # TASKS are then unused).
 # SIP_LAUNCHER: what runs `finetune` instead of `-m sip_core.cli` (a script taking the sip command line, e.g.
-# experiments/prefix_max_norm.py for sweep 30; its variants' settings come through their environment field).
+# a wrapper that patches the training loop; its variants' settings come through their environment field).
 # Several GPUs: runs go round-robin over the GPUs the host shows (NGPU to override); PER_GPU=N keeps at most N runs
 # per GPU at once, the rest queued (default: all at once). Two H200s took 10 per GPU in ~420 s each (session 19).
 set -u

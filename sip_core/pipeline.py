@@ -17,6 +17,7 @@ class ModelSpec:
     prefix: str = "none"         # fine-tuning prefix: mean | induced | random | none
     hparams: str = "default"     # key into the per-model batch/lr maps of params.finetune.*
     extension: bool = False      # ours, not the paper's: a row of its own, outside the paper's claims
+    prefix_max_norm: str | None = None  # --prefix-max-norm of its fine-tuning (an extension; None: no cap)
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -28,6 +29,9 @@ MODELS: dict[str, ModelSpec] = {
     "sip-d4-noprefix": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="none", hparams="sip"),
     # an extension, not the paper's: the prefix starts as the FST OSTIA learns from the training pairs (DEVIATIONS.md)
     "sip-d4-induced": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="induced", hparams="sip", extension=True),
+    # an extension: the paper's init, each tuned slot capped at the body's own encoding norm (sweep 30, session 45)
+    "sip-d4-capped": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="mean", hparams="sip", extension=True,
+                               prefix_max_norm="fst"),
     "sip-d4plus": ModelSpec("sip", "d4plus", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-nd7": ModelSpec("sip", "nd7", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-d4-long": ModelSpec("sip", "d4long", parent="sip-d4", prefix="mean", hparams="sip"),
@@ -71,6 +75,12 @@ def by_model(mapping, model: str):
     if not isinstance(mapping, dict):
         return mapping
     return mapping[hparams_key(mapping, model)]
+
+
+def max_norm_flag(model: str) -> str:
+    """``sip finetune`` flag of a model whose tuned prefix slots are capped (``ModelSpec.prefix_max_norm``)."""
+    cap = MODELS[model].prefix_max_norm
+    return f" --prefix-max-norm {cap}" if cap else ""
 
 
 def uses_induced_prefix_lr(finetune: dict, model: str) -> bool:

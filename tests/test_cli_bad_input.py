@@ -172,6 +172,9 @@ def test_the_small_release_named_as_the_alternative_is_in_git_and_loads():
     (["--prefix-pull", "0.5"], "need --prefix-codebook-states"),
     (["--prefix-codebook-states", "-1"], "at least 0"),
     (["--prefix-codebook-states", "4", "--prefix", "none"], "needs a tuned prefix"),
+    (["--prefix-max-norm", "0"], "positive number or 'fst'"),
+    (["--prefix-max-norm", "5", "--prefix", "none"], "--prefix-max-norm needs a tuned prefix"),
+    (["--prefix-max-norm", "fst", "--prefix", "random"], "needs a SIP checkpoint with an FST sample"),
 ])
 def test_codebook_prefix_options_are_checked_before_anything_runs(capsys, tmp_path, flags, fragment):
     code, _, err = _sip(capsys, ["finetune", "--model", "scratch", "--train", EXAMPLE / "train.tsv",

@@ -149,6 +149,11 @@ def register(commands, data_commands) -> None:
                    help="the body reads each prefix slot as its nearest codebook entry (gradient straight through)")
     p.add_argument("--prefix-pull", type=float, default=0.0, metavar="W",
                    help="loss weight pulling each prefix slot towards its nearest codebook entry")
+    p.add_argument("--prefix-max-norm", default=None, metavar="R|fst",
+                   help="after every step, scale each tuned prefix slot whose L2 norm exceeds R back to R; 'fst': R is "
+                        "the mean slot norm of the checkpoint's own encodings of its pre-training FST sample (~57 for "
+                        "models/sip-d4). Ours, not the paper's: +6.9 points on the gpu iteration tasks (sweep 30, "
+                        "docs/EXPERIMENTS.md); default: no cap")
     p.add_argument("--holdout-longest", type=float, default=0.0, metavar="F",
                    help="hold out the fraction F of training pairs with the longest inputs (not trained on) and report "
                         "accuracy on them in metrics.json `holdout`: a length dev set for choosing among seeds (0: off)")

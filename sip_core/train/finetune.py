@@ -39,6 +39,7 @@ from sip_core.train.commands import FINETUNE_DETERMINISM
 from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
+from sip_core.train.prefix_norm import FROM_FSTS, cap_slot_norms, encoding_slot_norm, parse_max_norm
 from sip_core.train.induced_prefix import induced_prefix
 from sip_core.train.data import (load_task_examples, make_split, read_pairs_any, split_longest, task_ids_in,
                                  task_pairs)
@@ -176,6 +177,7 @@ class FineTuner:
             raise SipError("--restarts runs in one process only (not under torchrun/--nproc)")
         if (getattr(args, "prefix_dropout", 0.0) or getattr(args, "prefix_noise", 0.0)) and self.model.prefix is None:
             raise SipError("--prefix-dropout and --prefix-noise need a tuned prefix (--prefix mean or random)")
+        self.max_norm = self._max_norm(getattr(args, "prefix_max_norm", None))
         self.model.prefix_dropout = getattr(args, "prefix_dropout", 0.0)
         self.model.prefix_noise = getattr(args, "prefix_noise", 0.0)
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -224,6 +226,20 @@ class FineTuner:
         self.prefix_init = (f"induced: {machine.n_states} states, {len(machine.transitions)} transitions"
                             if init is not None else "mean: no FST a prefix can hold was induced")
         return init
+
+    def _max_norm(self, requested: float | str | None) -> float | None:
+        """--prefix-max-norm as a radius: a number as given; ``fst``: the mean slot norm of this checkpoint's
+        encodings of its FST sample."""
+        if requested is None:
+            return None
+        if self.model.prefix is None:
+            raise SipError("--prefix-max-norm needs a tuned prefix (--prefix mean, random or induced)")
+        if requested != FROM_FSTS:
+            return float(requested)
+        if self.fst_encoder is None or self.fst_sample is None:
+            raise SipError(f"--prefix-max-norm {FROM_FSTS} needs a SIP checkpoint with an FST sample and --prefix mean "
+                           "or induced (or give the radius as a number)")
+        return round(encoding_slot_norm(self.fst_encoder, self.fst_sample, self.model.t5.shared), 4)
 
     def _prefix_lr(self) -> float:
         """--induced-prefix-lr where this task's prefix starts as an induced FST (it starts where tuning should end);
@@ -365,6 +381,8 @@ class FineTuner:
                 if args.clip > 0:
                     torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
                 optimizer.step()
+                if self.max_norm is not None:
+                    cap_slot_norms(model.prefix, self.max_norm)
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
             if epoch >= first_eval or (eval_every and (epoch + 1) % eval_every == 0):
@@ -422,6 +440,7 @@ class FineTuner:
                                 "prefix_codebook_states": getattr(args, "prefix_codebook_states", 0),
                                 "prefix_straight_through": bool(getattr(args, "prefix_straight_through", False)),
                                 "prefix_pull": getattr(args, "prefix_pull", 0.0),
+                                "prefix_max_norm": self.max_norm,
                                 "prefix_dropout": getattr(args, "prefix_dropout", 0.0),
                                 "prefix_noise": getattr(args, "prefix_noise", 0.0),
                                 "holdout_longest": getattr(args, "holdout_longest", 0.0),
@@ -580,6 +599,7 @@ def main(args) -> int:
     if not 0 <= getattr(args, "prefix_only_epochs", 0) < args.epochs:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     check_codebook_args(args)
+    args.prefix_max_norm = parse_max_norm(getattr(args, "prefix_max_norm", None))
     restarts.check_args(args)
     if getattr(args, "length_weighting", 0.0) < 0:
         raise SipError("--length-weighting must be at least 0")
