@@ -15,8 +15,6 @@
 # resume from their checkpoints (every 2 minutes).
 # Other task files: TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS="g2p-ban-d0 g2p-cop-d0" (SETTINGS and
 # TASKS are then unused).
-# SIP_LAUNCHER: what runs `finetune` instead of `-m sip_core.cli` (a script taking the sip command line, e.g.
-# a wrapper that patches the training loop; its variants' settings come through their environment field).
 # Several GPUs: runs go round-robin over the GPUs the host shows (NGPU to override); PER_GPU=N keeps at most N runs
 # per GPU at once, the rest queued (default: all at once). Two H200s took 10 per GPU in ~420 s each (session 19).
 set -u
@@ -50,7 +48,7 @@ for variant in "$@"; do
     while ((cap > 0 && $(jobs -rp | wc -l) >= cap + w)); do wait -n; done  # a slot frees when a run ends
     ((SECONDS < deadline)) || continue
     gpu=$((started % ngpu)); started=$((started + 1))
-    env CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$gpu} $envs python3 ${SIP_LAUNCHER:--m sip_core.cli} finetune $model $common $extra \
+    env CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$gpu} $envs python3 -m sip_core.cli finetune $model $common $extra \
       --tasks $file --task-id $id --out $work/$run > $work/$run.log 2>&1 &
     pids+=($!)
   done
