@@ -13,12 +13,15 @@
 # Named models: "base" in a variant's name selects the randomly initialised same-shape model.
 # RESUME=1 (a second call on the same warm host): keep the runs so far; finished ones are skipped, the others
 # resume from their checkpoints (every 2 minutes).
-# MPS=1: under a CUDA MPS daemon (below).
 # Other task files: TASK_FILE=data/gpu/natural/g2p/examples.parquet TASK_IDS="g2p-ban-d0 g2p-cop-d0" (SETTINGS and
 # TASKS are then unused).
 # Several GPUs: runs go round-robin over the GPUs the host shows (NGPU to override); PER_GPU=N keeps at most N runs
 # per GPU at once, the rest queued (default: all at once). Two H200s took 10 per GPU in ~420 s each (session 19).
 set -u
+# MPS=1: the whole sweep under a CUDA MPS control daemon (sip_core/mps.py, as handoff-run by default), so that the
+# runs' kernels overlap instead of taking the card in turn: 1.33x the run-epochs per second for ten joint fine-tunes
+# on an H200 (session 47); where it cannot serve, one warning and the sweep runs time-sliced
+[[ ${MPS:-0} == 1 ]] && exec env MPS=0 PYTHONPATH=$PWD python3 -m sip_core.mps bash "$0" "$@"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 SIP_THREADS=1
 settings=${SETTINGS:-iteration-s4 uc-s4}; tasks=${TASKS:-2}; epochs=${EPOCHS:-20}
 common="--epochs $epochs --eval-last ${EVAL_LAST:-10} --report-last 10 --eval-batch-size 64 --prefix-lr 1.0 --prefix-length 50 --clip 1.0 --seed 762354 --no-progress --checkpoint-minutes 2"
@@ -33,18 +36,6 @@ cap=$(( ${PER_GPU:-0} * ngpu )); started=0
 # comes back; the watchdog is detached from stdout: a pipe reader must not wait for its sleep
 deadline=$((SECONDS + ${LIMIT_S:-999999}))
 w=0; if [[ -n ${LIMIT_S:-} ]]; then (sleep "$LIMIT_S"; pkill -P $$ -f " finetune --") >/dev/null 2>&1 & watchdog=$!; w=1; fi
-# MPS=1: run the fine-tunes under a CUDA MPS control daemon, so that their kernels overlap instead of taking the card
-# in turn (sip_core/mps.py; handoff-run does this by default: ~1.7x per GPU-second for ten at once, session 26)
-if [[ ${MPS:-0} == 1 ]] && command -v nvidia-cuda-mps-control >/dev/null; then
-  # (the daemon must not hold a pipe of ours open: its output goes to a file; one left running by a call serves too)
-  nvidia-cuda-mps-control -d > $work/mps.txt 2>&1 </dev/null
-  trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
-  if python3 -c "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()" >> $work/mps.txt 2>&1; then
-    echo "MPS control daemon serving"
-  else  # a client cannot use it: stop it, so that the runs go on time-sliced
-    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; trap - EXIT; echo "MPS unusable, time-sliced: $(tail -1 $work/mps.txt)"
-  fi
-fi
 pids=()
 for variant in "$@"; do
   name=${variant%%|*}; rest=${variant#*|}; extra=${rest%%|*}; envs=""; [[ $rest == *"|"* ]] && envs=${rest#*|}

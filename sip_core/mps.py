@@ -7,6 +7,7 @@ ten side by side on an H200 took ~300 s each instead of ~520 s (session 26): dec
 training 1.5x, MPS and session 25's removal of two host synchronisations per forward together.
 On by default where the host shows a GPU (``--no-mps`` to opt out) and best effort: where it cannot start or a
 client cannot reach it (no binary, a sandbox without it), the run goes on time-sliced after one warning line.
+``python3 -m sip_core.mps CMD...`` runs any command under it the same way (experiments/finetune_sweep.sh's ``MPS=1``).
 """
 from __future__ import annotations
 
@@ -64,3 +65,17 @@ def _run(cmd: list[str], stdin: str | None = None, timeout: float = 60) -> subpr
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError) as err:
         return subprocess.CompletedProcess(cmd, 1, "", str(err))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` under the daemon (best effort, as above); its exit status."""
+    command = sys.argv[1:] if argv is None else argv
+    if not command:
+        print("usage: python3 -m sip_core.mps COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    with daemon(True):
+        return subprocess.run(command).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -98,3 +98,11 @@ def test_handoff_run_uses_mps_by_default_only_where_the_host_shows_a_gpu(fake_co
     assert main(run) == 0
     assert fake_control.read_text().splitlines() == ["args:-d", "stdin:quit"]
     assert "daemon started" in capsys.readouterr().out
+
+
+def test_the_command_line_runs_a_command_under_the_daemon_and_returns_its_status(fake_control, monkeypatch):
+    # the default client probe needs CUDA: here it fails, so the daemon is stopped and the command runs time-sliced
+    monkeypatch.setattr(mps, "CLIENT_PROBE", FAILING_CLIENT)
+    assert mps.main([sys.executable, "-c", "import sys; sys.exit(3)"]) == 3
+    assert fake_control.read_text().splitlines() == ["args:-d", "stdin:quit"]
+    assert mps.main([]) == 2
