@@ -104,8 +104,8 @@ def test_auto_classes_load_it_without_remote_code(run):
     assert SIPForConditionalGeneration.push_to_hub is PreTrainedModel.push_to_hub  # the standard call, not run
 
 
-def _sip(*args, kill_after=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1"}
+def _sip(*args, kill_after=None, **extra_env):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIP_THREADS": "1", **extra_env}
     env.pop("SIP_TEST_KILL_AFTER_EPOCH", None)
     if kill_after:
         env["SIP_TEST_KILL_AFTER_EPOCH"] = kill_after
@@ -113,13 +113,38 @@ def _sip(*args, kill_after=None):
                           cwd=ROOT, env=env)
 
 
-def _same_outputs(a: Path, b: Path) -> None:
+def _same_outputs(a: Path, b: Path, ignore: tuple[str, ...] = ()) -> None:
     wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     ma, mb = json.loads((a / "metrics.json").read_text()), json.loads((b / "metrics.json").read_text())
-    [m.pop(k) for m in (ma, mb) for k in ("wall_seconds", "eval_seconds")]
+    [m.pop(k) for m in (ma, mb) for k in ("wall_seconds", "eval_seconds", *ignore)]
     assert ma == mb
     assert pq.read_table(a / "predictions.parquet").equals(pq.read_table(b / "predictions.parquet"))
+
+
+def test_profile_steps_summarises_its_window_and_leaves_the_result_alone(run, tmp_path):
+    out, argv = run
+    profiled = _sip(*argv[:argv.index("--out")], "--out", tmp_path / "p", *argv[argv.index("--out") + 2:],
+                    "--profile-steps", "1:3")
+    assert profiled.returncode == 0, profiled.stderr
+    first, *rest = (tmp_path / "p" / "profile-rank0.txt").read_text().splitlines()
+    assert first.startswith("steps 2, wall ") and float(first.split()[3]) > 0  # ms per step of the window
+    assert any("aten::" in line for line in rest)  # the operator table
+    _same_outputs(out, tmp_path / "p")
+    bad = _sip(*argv[:argv.index("--out")], "--out", tmp_path / "bad", "--profile-steps", "3:1")
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines() == ["sip: error: --profile-steps 3:1: needs 0 <= A < B"]
+    assert not (tmp_path / "bad").exists()
+
+
+def test_skipping_the_uninitialised_memory_fill_keeps_every_bit(run, tmp_path):
+    """$SIP_FILL_UNINITIALIZED=0 (strict determinism without its NaN fill of new tensors): only the record changes."""
+    out, argv = run
+    unfilled = _sip(*argv[:argv.index("--out")], "--out", tmp_path / "u", *argv[argv.index("--out") + 2:],
+                    SIP_FILL_UNINITIALIZED="0")
+    assert unfilled.returncode == 0, unfilled.stderr
+    record = [json.loads((d / "metrics.json").read_text()) for d in (out, tmp_path / "u")]
+    assert [(m["determinism"], m["fill_uninitialized_memory"]) for m in record] == [("strict", True), ("strict", False)]
+    _same_outputs(out, tmp_path / "u", ignore=("fill_uninitialized_memory",))
 
 
 def test_killed_finetune_resumes_to_identical_outputs(base, tmp_path):

@@ -136,6 +136,9 @@ def register(commands, data_commands) -> None:
     p.add_argument("--freeze-body", action="store_true",
                    help="prefix-only fine-tuning: train the prefix, keep every other parameter fixed")
     p.add_argument("--save-prefix", action="store_true", help="also write the tuned prefix to <run>/prefix.safetensors")
+    p.add_argument("--profile-steps", default=None, metavar="A:B",
+                   help="write a torch.profiler summary of optimiser steps A..B to <run>/profile-rank0.txt "
+                        "(wall vs GPU-busy time per step, the top operators)")
     p.add_argument("--prefix-init-fsts", type=int, default=32, metavar="K",
                    help="pre-training FSTs averaged into the mean/soft prefix init (paper: 32; 1: one real FST's encoding)")
     p.add_argument("--prefix-init-seed", type=int, default=None, metavar="S",

@@ -40,6 +40,7 @@ from sip_core.train import consistency as consist
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
 from sip_core.train.prefix_norm import FROM_FSTS, cap_slot_norms, encoding_slot_norm, parse_max_norm
+from sip_core.train.profiling import StepProfiler, parse_window
 from sip_core.train.induced_prefix import induced_prefix
 from sip_core.train.data import (load_task_examples, make_split, read_pairs_any, split_longest, task_ids_in,
                                  task_pairs)
@@ -51,7 +52,7 @@ SMALL_MODEL = RELEASED_MODEL.parent / "sip-d4-small"  # 3.0M parameters, weights
 PROGRESS_FILE = "progress.json"  # evaluations so far, in the staging directory of an unfinished run
 # settings that do not change the result (left out of the staging directory's fingerprint)
 _NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
-                 "checkpoint_minutes", "save_model", "task_workers", "cli_argv", "worker_tasks")
+                 "checkpoint_minutes", "save_model", "task_workers", "cli_argv", "worker_tasks", "profile_steps")
 
 
 def finetune_param_groups(model: SIPForConditionalGeneration, lr: float, prefix_lr: float,
@@ -353,6 +354,8 @@ class FineTuner:
         # in proportion to length^A
         alpha = getattr(args, "length_weighting", 0.0)
         sampling_weights = (np.array([len(x) for x, _ in train_pairs], dtype=np.float64) ** alpha) if alpha else None
+        # --profile-steps A:B: where a step's time goes (the gpu fine-tunes run ~115 ms a step, host-bound, session 49)
+        profiler = StepProfiler(parse_window(getattr(args, "profile_steps", None)) if dist.is_main else None, out_dir)
         for epoch in epochs:
             model.train()
             # two-stage tuning: the body waits while the prefix finds its place
@@ -385,6 +388,7 @@ class FineTuner:
                     cap_slot_norms(model.prefix, self.max_norm)
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
+                profiler.at(steps)
             if epoch >= first_eval or (eval_every and (epoch + 1) % eval_every == 0):
                 if dist.is_main:  # the others go on to the next epoch and wait in its first all-reduce
                     predictions = decode(test)
@@ -424,6 +428,9 @@ class FineTuner:
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "determinism": self.determinism,  # off / math / strict (--determinism, $SIP_DETERMINISTIC)
+            # deterministic modes fill new tensors with NaN unless $SIP_FILL_UNINITIALIZED=0
+            "fill_uninitialized_memory": torch.are_deterministic_algorithms_enabled()
+                                         and bool(torch.utils.deterministic.fill_uninitialized_memory),
             "commit": self.commit, "params_hash": args.params_hash,
             "wall_seconds": round(seconds_before + time.monotonic() - started, 2),
             "eval_seconds": round(eval_seconds, 2),  # of wall_seconds, decoding the test set (the rest: training)
@@ -600,6 +607,7 @@ def main(args) -> int:
         raise SipError("--prefix-only-epochs must be between 0 and --epochs - 1")
     check_codebook_args(args)
     args.prefix_max_norm = parse_max_norm(getattr(args, "prefix_max_norm", None))
+    parse_window(getattr(args, "profile_steps", None))  # a malformed window stops here, before any set-up
     restarts.check_args(args)
     if getattr(args, "length_weighting", 0.0) < 0:
         raise SipError("--length-weighting must be at least 0")
