@@ -2,7 +2,8 @@
 # Where a gpu fine-tuning step's time goes (planned in session 49, docs/EXPERIMENTS.md). The Table 1 fine-tunes run
 # ~115 ms an optimiser step whether 5 share an H200 under MPS or 10 take it in turn (sessions 45 and 49: 3,140
 # steps in ~357 / ~375 s of training), so a run's own loop, not the card, sets the pace, and the paper's 50 epochs
-# need ~1,000 s a run: two calls. Which lever shortens the step is unmeasured; this call measures, in one piece:
+# need ~1,000 s a run: two calls. Session 48 profiled one strict run alone: 108.5 ms, GPU 13% busy, 1,064 of
+# ~2,200 launches the NaN fill of new memory (determinism off: 88.3 ms). This call measures, in one piece:
 #   1. one run alone, strict determinism (the default): wall vs GPU-busy ms per step (--profile-steps 50:150);
 #   2. the same with SIP_FILL_UNINITIALIZED=0 (no NaN fill of new tensors): its step time, and whether its tuned
 #      prefix and metrics are the same bits as 1's (the condition for using it);
