@@ -4,10 +4,11 @@
 # steps in ~357 / ~375 s of training), so a run's own loop, not the card, sets the pace, and the paper's 50 epochs
 # need ~1,000 s a run: two calls. Session 48 profiled one strict run alone: 108.5 ms, GPU 13% busy, 1,064 of
 # ~2,200 launches the NaN fill of new memory (determinism off: 88.3 ms). This call measures, in one piece:
-#   1. one run (1-3 run side by side), strict determinism (the default): wall vs GPU-busy ms per step (--profile-steps 50:150);
+#   1. one run, strict determinism (the default): wall vs GPU-busy ms per step (--profile-steps 50:150);
 #   2. the same with SIP_FILL_UNINITIALIZED=0 (no NaN fill of new tensors): its step time, and whether its tuned
 #      prefix and metrics are the same bits as 1's (the condition for using it);
 #   3. the same with --determinism off (the floor of what determinism costs);
+#   (1-3 run side by side, one task each; session 50: sharing the card barely moves a run's step)
 #   4. five strict runs at once (tasks 0-4), profiled: the step under sharing, against 1.
 # The gpu protocol's flags otherwise (80 vectors, body LR 1e-5, prefix LR 0.3, cosine), 2 epochs each.
 # ~4-5 min of one H200. Carry data/gpu/eval/iteration-s4; models/sip-d4 is in git. Archives: $OUT/step-*.tgz.
@@ -20,7 +21,7 @@ sweep() {  # NAME TASKS PER_GPU LIMIT_S VARIANT...: one finetune_sweep.sh, its a
     WORK=/tmp/step-$name TASKS=$tasks PER_GPU=$per_gpu LIMIT_S=$limit bash experiments/finetune_sweep.sh "$@"
     mv "${OUT:-/tmp}/finetune-sweep.tgz" "${OUT:-/tmp}/step-$name.tgz"
 }
-# 1-3 side by side: a profiled 2-epoch run takes ~200 s, and sharing the card barely moves a run (session 50)
+# side by side: one after another, three profiled 2-epoch runs (~200 s each) overran the limit (session 50)
 sweep alone 1 0 330 "strict|$P" "nofill|$P|SIP_FILL_UNINITIALIZED=0" "off|$P --determinism off"
 sweep shared 5 0 200 "strict5|$P"
 python3 - <<'PY'
