@@ -4,7 +4,7 @@
 # steps in ~357 / ~375 s of training), so a run's own loop, not the card, sets the pace, and the paper's 50 epochs
 # need ~1,000 s a run: two calls. Session 48 profiled one strict run alone: 108.5 ms, GPU 13% busy, 1,064 of
 # ~2,200 launches the NaN fill of new memory (determinism off: 88.3 ms). This call measures, in one piece:
-#   1. one run, strict determinism (the default): wall vs GPU-busy ms per step (--profile-steps 50:150);
+#   1. one run, strict determinism with the NaN fill (SIP_FILL_UNINITIALIZED=1; the default until session 51): wall vs GPU-busy ms per step (--profile-steps 50:150);
 #   2. the same with SIP_FILL_UNINITIALIZED=0 (no NaN fill of new tensors): its step time, and whether its tuned
 #      prefix and metrics are the same bits as 1's (the condition for using it);
 #   3. the same with --determinism off (the floor of what determinism costs);
@@ -22,7 +22,7 @@ sweep() {  # NAME TASKS PER_GPU LIMIT_S VARIANT...: one finetune_sweep.sh, its a
     mv "${OUT:-/tmp}/finetune-sweep.tgz" "${OUT:-/tmp}/step-$name.tgz"
 }
 # side by side: one after another, three profiled 2-epoch runs (~200 s each) overran the limit (session 50)
-sweep alone 1 0 330 "strict|$P" "nofill|$P|SIP_FILL_UNINITIALIZED=0" "off|$P --determinism off"
+sweep alone 1 0 330 "strict|$P|SIP_FILL_UNINITIALIZED=1" "nofill|$P|SIP_FILL_UNINITIALIZED=0" "off|$P --determinism off"
 sweep shared 5 0 200 "strict5|$P"
 python3 - <<'PY'
 import hashlib, json, pathlib

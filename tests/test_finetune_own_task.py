@@ -136,15 +136,16 @@ def test_profile_steps_summarises_its_window_and_leaves_the_result_alone(run, tm
     assert not (tmp_path / "bad").exists()
 
 
-def test_skipping_the_uninitialised_memory_fill_keeps_every_bit(run, tmp_path):
-    """$SIP_FILL_UNINITIALIZED=0 (strict determinism without its NaN fill of new tensors): only the record changes."""
+def test_the_uninitialised_memory_fill_is_off_by_default_and_changes_no_bit(run, tmp_path):
+    """Strict determinism without PyTorch's NaN fill of new tensors (the default) gives the bits of the same run with
+    the fill ($SIP_FILL_UNINITIALIZED=1): only the record changes."""
     out, argv = run
-    unfilled = _sip(*argv[:argv.index("--out")], "--out", tmp_path / "u", *argv[argv.index("--out") + 2:],
-                    SIP_FILL_UNINITIALIZED="0")
-    assert unfilled.returncode == 0, unfilled.stderr
-    record = [json.loads((d / "metrics.json").read_text()) for d in (out, tmp_path / "u")]
-    assert [(m["determinism"], m["fill_uninitialized_memory"]) for m in record] == [("strict", True), ("strict", False)]
-    _same_outputs(out, tmp_path / "u", ignore=("fill_uninitialized_memory",))
+    filled = _sip(*argv[:argv.index("--out")], "--out", tmp_path / "f", *argv[argv.index("--out") + 2:],
+                  SIP_FILL_UNINITIALIZED="1")
+    assert filled.returncode == 0, filled.stderr
+    record = [json.loads((d / "metrics.json").read_text()) for d in (out, tmp_path / "f")]
+    assert [(m["determinism"], m["fill_uninitialized_memory"]) for m in record] == [("strict", False), ("strict", True)]
+    _same_outputs(out, tmp_path / "f", ignore=("fill_uninitialized_memory",))
 
 
 def test_killed_finetune_resumes_to_identical_outputs(base, tmp_path):

@@ -14,6 +14,7 @@ import torch
 
 from sip_core import cli
 from sip_core.data.tables import fst_table
+from sip_core.errors import SipError
 from sip_core.eval.decode import predict_split
 from sip_core.eval.metrics import score
 from sip_core.fst import vocab as V
@@ -24,6 +25,7 @@ from sip_core.model.loading import load_sip
 from sip_core.train.batching import DeviceSplit
 from sip_core.train.data import fst_table_from_arrow, make_split
 from sip_core.train.finetune import FineTuner
+from sip_core.train.induced_prefix import sampled_prefix
 from tests.test_prefix_levers import _base
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,3 +121,47 @@ def test_the_released_sip_d4_simulates_an_unseen_iteration_task_from_the_induced
     # test inputs visit a state 4-30 times, more than any training input: measured 93.3 vs 0.0 (session 22)
     assert accuracy["induced"] >= 80.0, accuracy
     assert accuracy["mean"] <= 20.0, accuracy
+
+
+def test_the_sampled_prefix_encodes_one_cyclic_fst_over_the_tasks_own_symbols(tmp_path):
+    base, model = _base(tmp_path)
+    pairs = _pairs(GOLD, 4)  # symbols a, b, c only
+    init, machine = sampled_prefix(base.fst_encoder, pairs, 20, base.t5.shared, base.config.num_states,
+                                   base.config.symbols, random.Random(5), states=3)
+    assert machine.is_cyclic() and 0 < machine.n_states <= 3
+    labels = {c for _, i, o, _ in machine.transitions for c in (i, o) if len(c) == 1}
+    assert labels <= set("abc"), labels
+    assert torch.allclose(init, _encoding(base, machine), atol=1e-5)  # the FST encoder's own reading of it
+
+    tuner = _tuner(model, tmp_path / "run", "--prefix", "sampled", "--prefix-length", "20")
+    tuner._reset(3, pairs)
+    first = tuner.model.prefix.detach().clone()
+    assert tuner.prefix_init.startswith("sampled: ") and first.shape[0] == tuner.model.config.prefix_length <= 20
+    tuner._reset(3, pairs)  # the same seed draws the same FST; another seed another one
+    assert torch.equal(tuner.model.prefix.detach(), first)
+    tuner._reset(4, pairs)
+    assert tuner.model.prefix.shape != first.shape or not torch.equal(tuner.model.prefix.detach(), first)
+
+
+def test_the_sampled_prefix_says_so_when_no_character_of_the_task_is_embedded(tmp_path):
+    base, _ = _base(tmp_path)
+    with pytest.raises(SipError, match="--prefix-sampled-states must be in"):
+        sampled_prefix(base.fst_encoder, [("ab", "ba")], 20, base.t5.shared, base.config.num_states,
+                       base.config.symbols, random.Random(0), states=base.config.num_states + 1)
+    with pytest.raises(SipError, match="no character of the training pairs"):
+        sampled_prefix(base.fst_encoder, [("\u263a", "\u263b")], 20, base.t5.shared, base.config.num_states,
+                       base.config.symbols, random.Random(0))
+
+
+@pytest.mark.skipif(not (RELEASE / "model.safetensors").exists(), reason="the released SIP-d4 is not checked out")
+def test_the_sampled_prefix_of_a_table1_sized_task_is_a_full_size_machine(tmp_path):
+    """Session 51's first sweep drew over the model's 16 states: only degenerate 3-transition machines fitted 80
+    vectors. Over 4 states and 25 symbols the draw is a machine of Table 1's size (49-67 transitions)."""
+    symbols = "abcdefghijklmnopqrstuvwxy"
+    pairs = [(symbols, symbols[::-1])]
+    tuner = _tuner(RELEASE, tmp_path / "run", "--prefix", "sampled", "--prefix-length", "80")
+    lengths = []
+    for seed in range(5):
+        tuner._reset(seed, pairs)
+        lengths.append(tuner.model.prefix.shape[0])
+    assert min(lengths) >= 20 and max(lengths) <= 80, lengths

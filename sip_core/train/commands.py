@@ -106,9 +106,11 @@ def register(commands, data_commands) -> None:
     src.add_argument("--train", help="training pairs: TSV input<TAB>output or Parquet")
     src.add_argument("--test", help="test pairs: TSV or Parquet")
     p.add_argument("--out", required=True)
-    p.add_argument("--prefix", choices=["mean", "induced", "none", "random", "soft", "auto"], default="auto",
+    p.add_argument("--prefix", choices=["mean", "induced", "sampled", "none", "random", "soft", "auto"], default="auto",
                    help="mean: from the checkpoint's FST sample; induced: the encoding of the FST OSTIA learns "
-                        "from the training pairs, else mean (an extension, DEVIATIONS.md); none: no prefix; "
+                        "from the training pairs, else mean (an extension, DEVIATIONS.md); sampled: the encoding of one "
+                        "random FST over the task's symbols (a research lever: worse than mean on Table 1's iteration tasks, "
+                        "docs/EXPERIMENTS.md session 51); none: no prefix; "
                         "random: N(0,1) (TE); "
                         "soft: soft transitions read through the FST encoder, from the sample's label frequencies; "
                         "auto: mean for SIP checkpoints with a prefix sample, else none")
@@ -145,6 +147,8 @@ def register(commands, data_commands) -> None:
                    help="seed of the prefix init's FST draw alone (default: --seed, which also orders the data)")
     p.add_argument("--prefix-only-epochs", type=int, default=0, metavar="N",
                    help="train the prefix alone (body LR 0) for the first N epochs, then prefix and body")
+    p.add_argument("--prefix-sampled-states", type=int, default=4, metavar="N",
+                   help="--prefix sampled: states of the drawn FST before minimisation (Table 1's tasks: 4)")
     p.add_argument("--prefix-codebook-states", type=int, default=0, metavar="N",
                    help="codebook of every single-transition encoding over N states and the task's symbols "
                         "(needs a SIP checkpoint's FST encoder); used by the two options below")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
 from sip_core.train.prefix_norm import FROM_FSTS, cap_slot_norms, encoding_slot_norm, parse_max_norm
 from sip_core.train.profiling import StepProfiler, parse_window
-from sip_core.train.induced_prefix import induced_prefix
+from sip_core.train.induced_prefix import induced_prefix, sampled_prefix
 from sip_core.train.data import (load_task_examples, make_split, read_pairs_any, split_longest, task_ids_in,
                                  task_pairs)
 from sip_core.train.rundir import Staging, check_out, sha256
@@ -129,7 +130,7 @@ def resolve_prefix(requested: str, base: SIPForConditionalGeneration, model_arg:
         if base.config.prefix_mode in ("tuned", "soft"):
             return "keep"
         return "mean" if has_sample else "none"
-    if requested in ("mean", "soft", "induced") and not has_sample:
+    if requested in ("mean", "soft", "induced", "sampled") and not has_sample:
         raise SipError(f"--prefix {requested} needs a SIP pre-training checkpoint with prefix_init.safetensors; "
                        f"{model_arg} has none")
     return requested
@@ -149,11 +150,12 @@ class FineTuner:
         runtime.seed_everything(args.seed)
         base = load_base(args.model, args)
         self.prefix_kind = resolve_prefix(args.prefix, base, args.model)
-        self.fst_sample = load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft", "induced") else None
+        self.fst_sample = (load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft", "induced", "sampled")
+                           else None)
         self.fst_encoder = base.fst_encoder
         self.prefix_init = None  # --prefix induced: what the last run started from
         self.prefix_induced = False  # ... and whether that was an induced FST (then --induced-prefix-lr applies)
-        if self.prefix_kind in ("mean", "random", "induced"):
+        if self.prefix_kind in ("mean", "random", "induced", "sampled"):
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
         elif self.prefix_kind == "soft":
             model = with_prefix_mode(base, "soft", prefix_length=args.prefix_length)
@@ -195,6 +197,8 @@ class FineTuner:
         init = None
         if self.prefix_kind == "induced":
             init = self._induced_init(train_pairs)
+        elif self.prefix_kind == "sampled":
+            init = self._sampled_init(train_pairs, seed if init_seed is None else init_seed)
         if self.prefix_kind == "mean" or (self.prefix_kind == "induced" and init is None):
             init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
                                self.model.t5.shared)
@@ -206,7 +210,7 @@ class FineTuner:
             return
         elif init is None:  # none, keep: nothing to initialise
             return
-        self._resize_prefix(len(init))  # an induced FST: one vector per transition, as in pre-training
+        self._resize_prefix(len(init))  # an induced or sampled FST: one vector per transition, as in pre-training
         with torch.no_grad():
             self.model.prefix.copy_(init.to(self.model.prefix.device))
 
@@ -228,13 +232,22 @@ class FineTuner:
                             if init is not None else "mean: no FST a prefix can hold was induced")
         return init
 
+    def _sampled_init(self, train_pairs, seed: int) -> torch.Tensor:
+        """--prefix sampled: one pre-training-style FST over the task's symbols, drawn from ``seed``."""
+        config = self.model.config
+        init, machine = sampled_prefix(self.fst_encoder, train_pairs, config.prefix_length, self.model.t5.shared,
+                                       config.num_states, config.symbols, random.Random(seed),
+                                       getattr(self.args, "prefix_sampled_states", 4))
+        self.prefix_init = f"sampled: {machine.n_states} states, {len(machine.transitions)} transitions"
+        return init
+
     def _max_norm(self, requested: float | str | None) -> float | None:
         """--prefix-max-norm as a radius: a number as given; ``fst``: the mean slot norm of this checkpoint's
         encodings of its FST sample."""
         if requested is None:
             return None
         if self.model.prefix is None:
-            raise SipError("--prefix-max-norm needs a tuned prefix (--prefix mean, random or induced)")
+            raise SipError("--prefix-max-norm needs a tuned prefix (--prefix mean, random, induced or sampled)")
         if requested != FROM_FSTS:
             return float(requested)
         if self.fst_encoder is None or self.fst_sample is None:
@@ -422,13 +435,13 @@ class FineTuner:
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
             "task_id": task_id, "seed": args.seed, "scale": args.scale, "prefix": self.prefix_kind,
-            **({"prefix_init": self.prefix_init} if self.prefix_kind == "induced" else {}),
+            **({"prefix_init": self.prefix_init} if self.prefix_kind in ("induced", "sampled") else {}),
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "determinism": self.determinism,  # off / math / strict (--determinism, $SIP_DETERMINISTIC)
-            # deterministic modes fill new tensors with NaN unless $SIP_FILL_UNINITIALIZED=0
+            # deterministic modes fill new tensors with NaN only where $SIP_FILL_UNINITIALIZED=1
             "fill_uninitialized_memory": torch.are_deterministic_algorithms_enabled()
                                          and bool(torch.utils.deterministic.fill_uninitialized_memory),
             "commit": self.commit, "params_hash": args.params_hash,

@@ -6,8 +6,15 @@ prefix an imprecise copy of the task's FST, while OSTIA recovers that FST exactl
 (docs/EXPERIMENTS.md, session 22). Where OSTIA finds no FST a prefix can hold (a non-subsequential task, more states
 than the model embeds, symbols outside its map, more transitions than ``--prefix-length``), the run falls back to
 the paper's init and says so in its metrics. The prefix then has one vector per transition of the FST.
+
+``--prefix sampled`` (a research lever, not the paper's method): the encoding of one FST drawn by the pre-training
+generator over the task's own symbols with the model's number of states. Unlike the mean of 32 FSTs (a blur in
+which every slot mixes source states), it starts the search on the manifold of encodings the body was trained on,
+with distinct states, and learns nothing from the training pairs but their alphabet.
 """
 from __future__ import annotations
+
+import random
 
 import torch
 
@@ -15,6 +22,7 @@ from sip_core.data.tables import fst_table
 from sip_core.errors import SipError
 from sip_core.fst.machine import Machine
 from sip_core.fst.ostia import induce_machine
+from sip_core.fst.sample import random_fst
 from sip_core.train.data import fst_table_from_arrow
 
 
@@ -45,3 +53,32 @@ def induced_prefix(fst_encoder, train_pairs, max_length: int, byte_embedding, nu
     if machine is None:
         return None, None
     return machine_prefix(fst_encoder, machine, max_length, byte_embedding, num_states, symbols), machine
+
+
+SAMPLED_DRAWS = 1000  # a draw is rejected when empty, acyclic, or too long for the prefix; 4 states rarely need 10
+
+
+def task_symbols(train_pairs, symbols: list[str]) -> str:
+    """The characters of the training pairs that the model embeds, in the model's order."""
+    seen = {c for x, y in train_pairs for c in x + y}
+    return "".join(c for c in symbols if c in seen)
+
+
+def sampled_prefix(fst_encoder, train_pairs, max_length: int, byte_embedding, num_states: int, symbols: list[str],
+                   rng: random.Random, states: int = 4) -> tuple[torch.Tensor, Machine]:
+    """The encoding of one cyclic FST drawn by the pre-training generator over the task's symbols (``states``
+    states before minimisation, 1..n final; the model embeds ``num_states``), and that FST."""
+    if not 0 < states <= num_states:
+        raise SipError(f"--prefix-sampled-states must be in 1..{num_states} (the model's states), not {states}")
+    vocab = task_symbols(train_pairs, symbols)
+    if not vocab:
+        raise SipError("--prefix sampled: no character of the training pairs is one the model embeds")
+    for _ in range(SAMPLED_DRAWS):
+        machine = random_fst(rng, states, rng.randint(1, states), vocab)
+        if machine.n_states == 0 or not machine.is_cyclic():
+            continue
+        init = machine_prefix(fst_encoder, machine, max_length, byte_embedding, num_states, symbols)
+        if init is not None:
+            return init, machine
+    raise SipError(f"--prefix sampled: no FST over the task's {len(vocab)} symbols fitted {max_length} prefix vectors "
+                   f"in {SAMPLED_DRAWS} draws (raise --prefix-length)")
