@@ -153,7 +153,7 @@ class FineTuner:
         self.fst_sample = (load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft", "induced", "sampled")
                            else None)
         self.fst_encoder = base.fst_encoder
-        self.prefix_init = None  # --prefix induced: what the last run started from
+        self.prefix_init = None  # --prefix induced or sampled: what the last run started from
         self.prefix_induced = False  # ... and whether that was an induced FST (then --induced-prefix-lr applies)
         if self.prefix_kind in ("mean", "random", "induced", "sampled"):
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
