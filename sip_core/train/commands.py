@@ -106,9 +106,11 @@ def register(commands, data_commands) -> None:
     src.add_argument("--train", help="training pairs: TSV input<TAB>output or Parquet")
     src.add_argument("--test", help="test pairs: TSV or Parquet")
     p.add_argument("--out", required=True)
-    p.add_argument("--prefix", choices=["mean", "induced", "sampled", "none", "random", "soft", "auto"], default="auto",
+    p.add_argument("--prefix", choices=["mean", "induced", "search", "sampled", "none", "random", "soft", "auto"], default="auto",
                    help="mean: from the checkpoint's FST sample; induced: the encoding of the FST OSTIA learns "
-                        "from the training pairs, else mean (an extension, DEVIATIONS.md); sampled: the encoding of one "
+                        "from the training pairs, else mean (an extension, DEVIATIONS.md); search: the encoding of the FST a local search "
+                        "finds with the frozen body as its only judge (an extension, sip_core/train/prefix_search.py); "
+                        "sampled: the encoding of one "
                         "random FST over the task's symbols (a research lever: worse than mean on Table 1's iteration tasks, "
                         "docs/EXPERIMENTS.md session 51); none: no prefix; "
                         "random: N(0,1) (TE); "
@@ -149,6 +151,16 @@ def register(commands, data_commands) -> None:
                    help="train the prefix alone (body LR 0) for the first N epochs, then prefix and body")
     p.add_argument("--prefix-sampled-states", type=int, default=4, metavar="N",
                    help="--prefix sampled: states of the drawn FST before minimisation (Table 1's tasks: 4)")
+    p.add_argument("--prefix-search-states", type=int, default=4, metavar="N", help="--prefix search: states of its machines")
+    p.add_argument("--prefix-search-steps", type=int, default=2000, metavar="N", help="--prefix search: most steps")
+    p.add_argument("--prefix-search-candidates", type=int, default=64, metavar="B",
+                   help="--prefix search: machines scored a step (the current one and B-1 single edits)")
+    p.add_argument("--prefix-search-batch", type=int, default=32, metavar="M",
+                   help="--prefix search: training pairs each candidate is scored on a step")
+    p.add_argument("--prefix-search-subset", type=int, default=1000, metavar="N",
+                   help="--prefix search: training pairs the minibatches are drawn from")
+    p.add_argument("--prefix-search-minutes", type=float, default=0.0, metavar="MIN",
+                   help="--prefix search: stop after this long (0: no limit)")
     p.add_argument("--prefix-codebook-states", type=int, default=0, metavar="N",
                    help="codebook of every single-transition encoding over N states and the task's symbols "
                         "(needs a SIP checkpoint's FST encoder); used by the two options below")

@@ -42,7 +42,8 @@ from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
 from sip_core.train.prefix_norm import FROM_FSTS, cap_slot_norms, encoding_slot_norm, parse_max_norm
 from sip_core.train.profiling import StepProfiler, parse_window
-from sip_core.train.induced_prefix import induced_prefix, sampled_prefix
+from sip_core.train.induced_prefix import induced_prefix, machine_prefix, sampled_prefix
+from sip_core.train.prefix_search import search_machine
 from sip_core.train.data import (load_task_examples, make_split, read_pairs_any, split_longest, task_ids_in,
                                  task_pairs)
 from sip_core.train.rundir import Staging, check_out, sha256
@@ -50,6 +51,10 @@ from sip_core.train.rundir import Staging, check_out, sha256
 # The released SIP-d4 (issue 8): the default --model once it exists.
 RELEASED_MODEL = Path(__file__).resolve().parents[2] / "models" / "sip-d4"
 SMALL_MODEL = RELEASED_MODEL.parent / "sip-d4-small"  # 3.0M parameters, weights in git
+# prefix kinds that start from the checkpoint's FST sample or its FST encoder (a fallback to the mean init included)
+FROM_SAMPLE = ("mean", "soft", "induced", "search", "sampled")
+# ... and those that start at one machine's encoding, one vector per transition
+ONE_MACHINE = ("induced", "search", "sampled")
 PROGRESS_FILE = "progress.json"  # evaluations so far, in the staging directory of an unfinished run
 # settings that do not change the result (left out of the staging directory's fingerprint)
 _NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
@@ -130,7 +135,7 @@ def resolve_prefix(requested: str, base: SIPForConditionalGeneration, model_arg:
         if base.config.prefix_mode in ("tuned", "soft"):
             return "keep"
         return "mean" if has_sample else "none"
-    if requested in ("mean", "soft", "induced", "sampled") and not has_sample:
+    if requested in FROM_SAMPLE and not has_sample:
         raise SipError(f"--prefix {requested} needs a SIP pre-training checkpoint with prefix_init.safetensors; "
                        f"{model_arg} has none")
     return requested
@@ -150,12 +155,12 @@ class FineTuner:
         runtime.seed_everything(args.seed)
         base = load_base(args.model, args)
         self.prefix_kind = resolve_prefix(args.prefix, base, args.model)
-        self.fst_sample = (load_prefix_init(args.model) if self.prefix_kind in ("mean", "soft", "induced", "sampled")
-                           else None)
+        self.fst_sample = load_prefix_init(args.model) if self.prefix_kind in FROM_SAMPLE else None
         self.fst_encoder = base.fst_encoder
         self.prefix_init = None  # --prefix induced or sampled: what the last run started from
-        self.prefix_induced = False  # ... and whether that was an induced FST (then --induced-prefix-lr applies)
-        if self.prefix_kind in ("mean", "random", "induced", "sampled"):
+        self.prefix_induced = False  # ... and whether that was an induced or searched FST (--induced-prefix-lr applies)
+        self.prefix_search_log = []  # --prefix search: the search's progress, for metrics.json
+        if self.prefix_kind in ("mean", "random") + ONE_MACHINE:
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
         elif self.prefix_kind == "soft":
             model = with_prefix_mode(base, "soft", prefix_length=args.prefix_length)
@@ -199,7 +204,9 @@ class FineTuner:
             init = self._induced_init(train_pairs)
         elif self.prefix_kind == "sampled":
             init = self._sampled_init(train_pairs, seed if init_seed is None else init_seed)
-        if self.prefix_kind == "mean" or (self.prefix_kind == "induced" and init is None):
+        elif self.prefix_kind == "search":
+            init = self._search_init(train_pairs, seed if init_seed is None else init_seed)
+        if self.prefix_kind == "mean" or (self.prefix_kind in ("induced", "search") and init is None):
             init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
                                self.model.t5.shared)
         elif self.prefix_kind == "random":
@@ -239,6 +246,28 @@ class FineTuner:
                                        config.num_states, config.symbols, random.Random(seed),
                                        getattr(self.args, "prefix_sampled_states", 4))
         self.prefix_init = f"sampled: {machine.n_states} states, {len(machine.transitions)} transitions"
+        return init
+
+    def _search_init(self, train_pairs, seed: int) -> torch.Tensor | None:
+        """--prefix search: the encoding of the machine the body-scored local search finds (None: the paper's init,
+        where it has more transitions than the prefix holds)."""
+        args, config = self.args, self.model.config
+        self.fst_encoder.to(self.device, torch.float32)
+        scorer = with_prefix_mode(self.model, "fst")  # the same T5, reading FST encodings as in pre-training
+        scorer.fst_encoder = self.fst_encoder
+        result = search_machine(scorer, train_pairs, config.symbols, config.num_states, self.device, self.autocast,
+                                random.Random(seed), states=args.prefix_search_states, steps=args.prefix_search_steps,
+                                candidates=args.prefix_search_candidates, batch=args.prefix_search_batch,
+                                subset=args.prefix_search_subset, max_seconds=60 * args.prefix_search_minutes,
+                                progress=lambda row: print(f"prefix search: {row}", flush=True))  # every 50 steps
+        init = machine_prefix(self.fst_encoder, result.machine, config.prefix_length, self.model.t5.shared,
+                              config.num_states, config.symbols)
+        self.prefix_induced = init is not None
+        self.prefix_search_log = result.log
+        self.prefix_init = (f"search: {result.machine.n_states} states, {len(result.machine.transitions)} transitions, "
+                            f"its own accuracy on the training pairs {100 * result.train_acc:.2f}% after {result.steps} "
+                            f"steps ({result.seconds:.0f} s)" if init is not None
+                            else "mean: the searched FST has more transitions than the prefix holds")
         return init
 
     def _max_norm(self, requested: float | str | None) -> float | None:
@@ -435,7 +464,8 @@ class FineTuner:
             "run_id": args.run_id or f"{args.model_name or Path(args.model).name}-{task_id}-s{args.seed}",
             "model": args.model_name or Path(args.model).name, "model_path": str(args.model),
             "task_id": task_id, "seed": args.seed, "scale": args.scale, "prefix": self.prefix_kind,
-            **({"prefix_init": self.prefix_init} if self.prefix_kind in ("induced", "sampled") else {}),
+            **({"prefix_init": self.prefix_init} if self.prefix_kind in ONE_MACHINE else {}),
+            **({"prefix_search": self.prefix_search_log} if self.prefix_kind == "search" else {}),
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
