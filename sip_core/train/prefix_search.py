@@ -324,7 +324,7 @@ def search_machine(model, pairs, symbols: list[str], num_states: int, device, au
                 losses_since = []
                 if progress is not None:
                     progress(log[-1])
-                if best_acc == 1.0 or step == steps or (max_seconds and time.monotonic() - started > max_seconds):
+                if best_acc == 1.0 or step == steps or out_of_time:
                     break
             idx = torch.tensor(rng.sample(range(len(sub)), min(batch, len(sub))))
             here, arcs = to_machines(space_sub, [current])
