@@ -16,6 +16,7 @@ import argparse
 import os
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -264,10 +265,16 @@ class FineTuner:
                               config.num_states, config.symbols)
         self.prefix_induced = init is not None
         self.prefix_search_log = result.log
-        self.prefix_init = (f"search: {result.machine.n_states} states, {len(result.machine.transitions)} transitions, "
-                            f"its own accuracy on the training pairs {100 * result.train_acc:.2f}% after {result.steps} "
-                            f"steps ({result.seconds:.0f} s)" if init is not None
-                            else "mean: the searched FST has more transitions than the prefix holds")
+        found = len(result.machine.transitions)
+        if init is None:
+            # said aloud, not only in metrics.json: sweep 33 lost a GPU call to this fallback (session 55)
+            self.prefix_init = (f"mean: the searched FST has {found} transitions, more than the prefix's "
+                                f"{config.prefix_length} slots (raise --prefix-length)")
+            print(f"warning: --prefix search: {self.prefix_init}", file=sys.stderr, flush=True)
+            return None
+        self.prefix_init = (f"search: {result.machine.n_states} states, {found} transitions, its own accuracy on the "
+                            f"training pairs {100 * result.train_acc:.2f}% after {result.steps} steps "
+                            f"({result.seconds:.0f} s)")
         return init
 
     def _max_norm(self, requested: float | str | None) -> float | None:
