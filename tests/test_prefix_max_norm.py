@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sip_core import cli, pipeline
@@ -32,14 +32,17 @@ def test_the_flag_refuses_what_is_no_radius(text):
 @settings(max_examples=60, deadline=None)
 @given(rows=st.lists(st.lists(st.floats(-50, 50, allow_nan=False), min_size=3, max_size=3), min_size=1, max_size=8),
        radius=st.floats(0.1, 40))
+@example(rows=[[0.0, 0.0, 9.486328125]], radius=9.486328125)  # CI, session 55: the two norms differ in the last bit
 def test_capping_leaves_short_rows_alone_and_puts_long_ones_on_the_sphere_in_their_direction(rows, radius):
     before = torch.tensor(rows, dtype=torch.float64)
     after = before.clone()
     cap_slot_norms(after, radius)
     for old, new in zip(before, after):
         norm = old.norm().item()
-        if norm <= radius:
+        if norm < radius * (1 - 1e-12):
             assert torch.equal(old, new)
+        elif norm <= radius * (1 + 1e-12):  # on the sphere: the row-wise and the batched norm may differ by an ulp
+            assert torch.allclose(new, old, rtol=1e-12, atol=0)
         else:  # checked row by row against the plain formula, not the vectorised one
             assert new.norm().item() == pytest.approx(radius, rel=1e-9)
             assert torch.allclose(new, old * (radius / norm), rtol=1e-9, atol=1e-12)
