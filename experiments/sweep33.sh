@@ -14,7 +14,8 @@
 s=${SEED:-762354}
 P="--prefix search --prefix-search-minutes ${MINUTES:-4} --prefix-length ${PREFIX_LENGTH:-80} --prefix-lr 0.3 --induced-prefix-lr 0.01 --lr 1e-5 --schedule cosine --checkpoint-minutes 1 --save-prefix --seed $s"
 E="SIP_FILL_UNINITIALIZED=0"
-runs=("search-c64b32-p${PREFIX_LENGTH:-80}-s$s|$P --prefix-search-candidates 64 --prefix-search-batch 32|$E")
-[[ -n ${ONE:-} ]] || runs+=("search-c32b16-s$s|$P --prefix-search-candidates 32 --prefix-search-batch 16|$E")
+tag="p${PREFIX_LENGTH:-80}-s$s"  # both run names say the prefix length (session 55's first call predates the p-tag)
+runs=("search-c64b32-$tag|$P --prefix-search-candidates 64 --prefix-search-batch 32|$E")
+[[ -n ${ONE:-} ]] || runs+=("search-c32b16-$tag|$P --prefix-search-candidates 32 --prefix-search-batch 16|$E")
 SETTINGS=iteration-s4 TASKS=${TASKS:-5} EPOCHS=${EPOCHS:-20} LIMIT_S=${LIMIT_S:-560} SIP_MODEL=${SIP_MODEL:-models/sip-d4} \
   bash experiments/finetune_sweep.sh "${runs[@]}"
