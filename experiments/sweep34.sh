@@ -44,10 +44,12 @@ finetune)
   common=(SETTINGS=iteration-s4 TASKS=${TASKS:-5} EPOCHS=${EPOCHS:-20} LIMIT_S=${LIMIT_S:-540} MPS=0)
   env "${common[@]}" SIP_MODEL="$model" WORK=/tmp/sweep-cont OUT="$out/cont" bash experiments/finetune_sweep.sh \
     "cont-capped|$P --prefix-max-norm fst" "cont|$P" > "$out/cont.txt" 2>&1 &
+  # the released control only where its weights travelled (a cold host: the carried model leaves no room for them)
+  [ -f "${REL_MODEL:-models/sip-d4}/model.safetensors" ] &&
   env "${common[@]}" SIP_MODEL="${REL_MODEL:-models/sip-d4}" WORK=/tmp/sweep-rel OUT="$out/released" \
     bash experiments/finetune_sweep.sh "released-capped|$P --prefix-max-norm fst" > "$out/released.txt" 2>&1 &
   wait
-  cat "$out/cont.txt" "$out/released.txt"
+  cat "$out/cont.txt" "$out"/released.txt 2>/dev/null
   ;;
 *) echo "PHASE must be pretrain or finetune" >&2; exit 2 ;;
 esac
