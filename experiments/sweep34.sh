@@ -11,7 +11,8 @@
 #   PHASE=finetune MPS=1 bash experiments/sweep34.sh
 #     the gpu protocol (80 vectors, body LR 1e-5, prefix LR 0.3, cosine, 20 epochs, seed 762354) on the 5 iteration
 #     tasks: the continued model capped (--prefix-max-norm fst, Table 1's sip-d4-capped) and uncapped, and the
-#     released model capped on the same card (15 runs, ~340 s under MPS); archives $OUT/{cont,released}/
+#     released model capped on the same card where its weights travelled (15 runs, ~340 s under MPS); archives
+#     $OUT/{cont,released}/
 # A cold host for the second phase: join the parts into data/gpu/checkpoints/$NAME here and carry it (with
 # data/gpu/eval/iteration-s4; `travel_light.sh drop` first).
 # CPU dry run: PHASE=pretrain INIT=models/sip-d4-small POOL=<a small d4 pool with states> MINUTES=0.5 COOL=0.2 ...
@@ -49,7 +50,7 @@ finetune)
   env "${common[@]}" SIP_MODEL="${REL_MODEL:-models/sip-d4}" WORK=/tmp/sweep-rel OUT="$out/released" \
     bash experiments/finetune_sweep.sh "released-capped|$P --prefix-max-norm fst" > "$out/released.txt" 2>&1 &
   wait
-  cat "$out/cont.txt" "$out"/released.txt 2>/dev/null
+  cat "$out"/*.txt  # released.txt only where the control ran
   ;;
 *) echo "PHASE must be pretrain or finetune" >&2; exit 2 ;;
 esac
