@@ -8,6 +8,8 @@ logits do not depend on the batch (tested).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, PreTrainedModel, T5Config, T5ForConditionalGeneration
@@ -138,6 +140,18 @@ class SIPForConditionalGeneration(PreTrainedModel):
     def state_logits(self, encoder_hidden: torch.Tensor) -> torch.Tensor:
         """(B, T, num_states) logits of the state after each encoder position (trained on byte positions)."""
         return self.state_head(encoder_hidden)
+
+    @contextmanager
+    def reading_fsts(self, encoder: TransitionEncoder):
+        """For the ``with`` block, read ``fst`` transitions through ``encoder`` as the prefix, as in pre-training,
+        instead of this model's own prefix (``sip finetune --rehearsal``: a tuned-prefix model rehearses
+        simulation on pre-training FSTs). The model's mode and modules are restored afterwards."""
+        mode, own = self.config.prefix_mode, self.fst_encoder
+        self.config.prefix_mode, self.fst_encoder = "fst", encoder
+        try:
+            yield self
+        finally:
+            self.config.prefix_mode, self.fst_encoder = mode, own
 
     # --- encoder input -------------------------------------------------------------------------------
     def prefix_vectors(self, batch_size: int, fst=None, task_ids=None):

@@ -196,6 +196,16 @@ def register(commands, data_commands) -> None:
                         "the model's own states on the training strings imply (research lever; 0: off)")
     p.add_argument("--consistency-walk-length", type=int, default=30, metavar="N",
                    help="longest walk for --state-consistency (lengths uniform in 1..N)")
+    p.add_argument("--state-entropy", type=float, default=0.0, metavar="W",
+                   help="weight of the frozen state head's mean entropy at the training input bytes: asks the tuned "
+                        "prefix and body for crisp states (research lever; 0: off)")
+    p.add_argument("--rehearsal", type=float, default=0.0, metavar="W",
+                   help="weight of the token loss on pre-training pairs read through their own FSTs' encodings, a batch "
+                        "beside every task batch, so that the body stays a simulator (research lever; 0: off)")
+    p.add_argument("--rehearsal-data", default=None, metavar="POOL",
+                   help="--rehearsal's pre-training pool (examples.parquet + fsts.parquet, as `sip data d4` writes)")
+    p.add_argument("--rehearsal-batch", type=int, default=0, metavar="B",
+                   help="--rehearsal's batch size (0: --batch-size)")
     p.add_argument("--task-workers", type=int, default=None, metavar="N",
                    help="with several tasks: fine-tune N of them at once in N processes on the same device, each taking its share "
                         "in turn "

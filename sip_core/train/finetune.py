@@ -39,6 +39,7 @@ from sip_core.train import distributed, modelcard, restarts, runtime, taskpool
 from sip_core.train.batching import DeviceSplit, random_batches
 from sip_core.train.commands import FINETUNE_DETERMINISM
 from sip_core.train import consistency as consist
+from sip_core.train import regularisers
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
 from sip_core.train.prefix_norm import FROM_FSTS, cap_slot_norms, encoding_slot_norm, parse_max_norm
@@ -182,6 +183,12 @@ class FineTuner:
             if self.dist.enabled:
                 raise SipError("--state-consistency runs in one process only (not under torchrun/--nproc)")
             self.model.state_head.requires_grad_(False)  # frozen: a trained head could predict one state everywhere
+        self.rehearsal = self._rehearsal()
+        if getattr(args, "state_entropy", 0.0) > 0:
+            if self.model.state_head is None or self.model.prefix is None:
+                raise SipError("--state-entropy needs a SIP checkpoint with a state head (pre-trained with --state-loss) "
+                               "and a tuned prefix (--prefix mean, random or induced)")
+            self.model.state_head.requires_grad_(False)  # frozen: trained, it could sharpen itself instead of the body
         if restarts.enabled(args) and self.dist.enabled:
             raise SipError("--restarts runs in one process only (not under torchrun/--nproc)")
         if (getattr(args, "prefix_dropout", 0.0) or getattr(args, "prefix_noise", 0.0)) and self.model.prefix is None:
@@ -191,6 +198,20 @@ class FineTuner:
         self.model.prefix_noise = getattr(args, "prefix_noise", 0.0)
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.commit = runtime.git_commit()
+
+    def _rehearsal(self) -> regularisers.Rehearsal | None:
+        """``--rehearsal W``: pre-training pairs replayed beside the task's (regularisers.py)."""
+        args = self.args
+        if getattr(args, "rehearsal", 0.0) <= 0:
+            return None
+        if not getattr(args, "rehearsal_data", None):
+            raise SipError("--rehearsal needs --rehearsal-data POOL (a pre-training pool, e.g. `sip data d4 --out POOL`)")
+        if self.fst_encoder is None or self.model.prefix is None:
+            raise SipError("--rehearsal needs a SIP pre-training checkpoint (an FST encoder) and a tuned prefix")
+        if self.dist.enabled:
+            raise SipError("--rehearsal runs in one process only (not under torchrun/--nproc)")
+        return regularisers.Rehearsal(args.rehearsal_data, self.model, self.fst_encoder, self.device,
+                                      getattr(args, "rehearsal_batch", 0) or args.batch_size, args.seed)
 
     def _reset(self, seed: int, train_pairs=()) -> None:
         if "prefix" in self.initial_state:  # an induced run before may have sized it to its FST
@@ -399,6 +420,7 @@ class FineTuner:
         steps_per_epoch = -(-len(train) // args.batch_size)
         total_steps = args.epochs * steps_per_epoch
         consistency = getattr(args, "state_consistency", 0.0)
+        entropy_weight, rehearsal_weight = getattr(args, "state_entropy", 0.0), getattr(args, "rehearsal", 0.0)
         # --length-weighting A: long training inputs (the rare ones, and what the test extrapolates to) drawn
         # in proportion to length^A
         alpha = getattr(args, "length_weighting", 0.0)
@@ -420,7 +442,13 @@ class FineTuner:
                 idx, weight = dist.shard(idx, train.label_lengths)
                 batch = train.batch(idx)
                 with self.autocast():
-                    loss = forward(**batch).loss
+                    output = forward(**batch)
+                    loss = output.loss
+                    if entropy_weight > 0:  # crisp states at every training input byte
+                        loss = loss + entropy_weight * regularisers.state_entropy(
+                            model, output.encoder_last_hidden_state, batch["attention_mask"])
+                    if self.rehearsal is not None:  # and the body still simulates pre-training FSTs
+                        loss = loss + rehearsal_weight * self.rehearsal.loss(model, steps)
                     if walks is not None:  # the state head along this step's walks agrees with the walk
                         wb = walks.batch(np.arange(b * args.batch_size, (b + 1) * args.batch_size), with_labels=False)
                         hidden = model.encode(wb["input_ids"], wb["attention_mask"])[0].last_hidden_state
@@ -503,6 +531,10 @@ class FineTuner:
                                 "holdout_longest": getattr(args, "holdout_longest", 0.0),
                                 "length_weighting": getattr(args, "length_weighting", 0.0),
                                 "state_consistency": getattr(args, "state_consistency", 0.0),
+                                "state_entropy": getattr(args, "state_entropy", 0.0),
+                                "rehearsal": getattr(args, "rehearsal", 0.0),
+                                "rehearsal_data": getattr(args, "rehearsal_data", None),
+                                "rehearsal_batch": getattr(args, "rehearsal_batch", 0) or None,
                                 "restarts": getattr(args, "restarts", 1),
                                 "restart_epochs": getattr(args, "restart_epochs", 0),
                                 "restart_holdout": getattr(args, "restart_holdout", 0.0),
@@ -667,6 +699,11 @@ def main(args) -> int:
         raise SipError("--prefix-dropout must be in [0, 1) and --prefix-noise at least 0")
     if getattr(args, "state_consistency", 0.0) < 0 or getattr(args, "consistency_walk_length", 30) < 1:
         raise SipError("--state-consistency must be at least 0 and --consistency-walk-length at least 1")
+    for flag, value in (("--state-entropy", getattr(args, "state_entropy", 0.0)),
+                        ("--rehearsal", getattr(args, "rehearsal", 0.0)),
+                        ("--rehearsal-batch", getattr(args, "rehearsal_batch", 0))):
+        if not value >= 0:  # also NaN
+            raise SipError(f"{flag} must be at least 0, got {value}")
     args.no_progress = getattr(args, "no_progress", False)
     args.model = resolve_model(args.model)
     out = Path(args.out)
