@@ -9,7 +9,7 @@
 #   ent<W>      + --state-entropy W
 #   reh<W>      + --rehearsal W --rehearsal-data $POOL (a batch of pre-training pairs beside every task batch)
 #   ...-lr<LR>  any of them with body LR LR (rehearsal may let the body adapt faster without losing simulation)
-# CAP=0 drops the cap from every variant. Carry data/gpu/eval/iteration-s4 and $POOL (default data/gpu/rehearsal/d4:
+# CAP=0 drops the cap from every variant; REH_BATCH=B gives rehearsal batches of B pairs (default: the task batch). Carry data/gpu/eval/iteration-s4 and $POOL (default data/gpu/rehearsal/d4:
 # `sip data d4 --n-train 20000 --n-dev 100 --n-test 100 --per-fst 5 --seed 55 --out data/gpu/rehearsal/d4`, the gpu
 # pool's generator and seed at 1/25 of its size).
 # CPU dry run: TASKS=1 EPOCHS=1 LIMIT_S=120 SIP_MODEL=models/sip-d4-small VARIANTS="ent0.3 reh1" \
@@ -26,7 +26,7 @@ flags_of() {  # a variant's flags beyond $P (see above)
   case $v in
     capped) ;;
     ent*) f="$f --state-entropy ${v#ent}" ;;
-    reh*) f="$f --rehearsal ${v#reh} --rehearsal-data $pool" ;;
+    reh*) f="$f --rehearsal ${v#reh} --rehearsal-data $pool${REH_BATCH:+ --rehearsal-batch $REH_BATCH}" ;;
     *) echo "sweep35: unknown variant $1 (capped, ent<W>, reh<W>, each with an optional -lr<LR>)" >&2; return 2 ;;
   esac
   echo "$f"
@@ -36,6 +36,7 @@ runs=()
 for v in ${VARIANTS:-capped ent0.3 reh1}; do
   f=$(flags_of "$v") || exit 2
   [[ ${CAP:-1} == 1 ]] || v="$v-nocap"
+  [[ -n ${REH_BATCH:-} && $v == reh* ]] && v="$v-b$REH_BATCH"
   runs+=("$v-s$s|$P $f|SIP_FILL_UNINITIALIZED=0")
 done
 [[ "${runs[*]}" != *--rehearsal-data* || -f $pool/fsts.parquet ]] || { echo "sweep35: no rehearsal pool at $pool" >&2; exit 2; }
