@@ -9,10 +9,11 @@
 #   ent<W>      + --state-entropy W
 #   reh<W>      + --rehearsal W --rehearsal-data $POOL (a batch of pre-training pairs beside every task batch)
 #   ...-lr<LR>  any of them with body LR LR (rehearsal may let the body adapt faster without losing simulation)
-# CAP=0 drops the cap from every variant; REH_BATCH=B gives rehearsal batches of B pairs (default: the task batch). Carry data/gpu/eval/iteration-s4 and $POOL (default data/gpu/rehearsal/d4:
+# CAP=0 drops the cap from every variant; REH_BATCH=B gives rehearsal batches of B pairs (default: the task batch).
+# Carry data/gpu/eval/iteration-s4 and $POOL (default data/gpu/rehearsal/d4:
 # `sip data d4 --n-train 20000 --n-dev 100 --n-test 100 --per-fst 5 --seed 55 --out data/gpu/rehearsal/d4`, the gpu
 # pool's generator and seed at 1/25 of its size).
-# CPU dry run: TASKS=1 EPOCHS=1 LIMIT_S=120 SIP_MODEL=models/sip-d4-small VARIANTS="ent0.3 reh1" \
+# CPU dry run: TASKS=1 EPOCHS=1 EVAL_LAST=1 LIMIT_S=300 SIP_MODEL=models/sip-d4-small VARIANTS="ent0.3 reh1" \
 #   PATH=.venv/bin:$PATH bash experiments/sweep35.sh
 set -u
 [[ ${MPS:-0} == 1 ]] && exec env MPS=0 PYTHONPATH=$PWD python3 -m sip_core.mps bash "$0" "$@"
