@@ -73,6 +73,9 @@ for m in sorted(work.glob("*/metrics.json")):
     if d["epochs"] and "holdout_acc" in d["epochs"][0]:  # --holdout-longest: its curve beside the test's
         held += "  holdout curve " + " ".join(f"{e['holdout_acc']:.0f}" for e in d["epochs"])
     print(f"{m.parent.name:40s} acc {d['reported']['acc']:6.2f}  ed {d['reported']['ed']:6.2f}{held}  curve {curve}  {d['wall_seconds']:.0f}s")
+    if "readout" in d:  # --prefix readout: what the first pass read, and where the real run started
+        r = d["readout"]
+        print(f"{'':40s} first pass {r['first_pass_acc']:.1f}; {r['summary']}; start: {d['prefix_init'].split(':')[0]}")
     if "selection" in d:  # --restarts: each restart's holdout and test accuracy, the choice, and their vote
         from sip_core.eval.vote import vote_runs
         sel = d["selection"]

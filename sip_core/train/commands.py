@@ -106,10 +106,12 @@ def register(commands, data_commands) -> None:
     src.add_argument("--train", help="training pairs: TSV input<TAB>output or Parquet")
     src.add_argument("--test", help="test pairs: TSV or Parquet")
     p.add_argument("--out", required=True)
-    p.add_argument("--prefix", choices=["mean", "induced", "search", "sampled", "none", "random", "soft", "auto"], default="auto",
+    p.add_argument("--prefix", choices=["mean", "induced", "search", "readout", "sampled", "none", "random", "soft", "auto"], default="auto",
                    help="mean: from the checkpoint's FST sample; induced: the encoding of the FST OSTIA learns "
                         "from the training pairs, else mean (an extension, DEVIATIONS.md); search: the encoding of the FST a local search "
                         "finds with the frozen body as its only judge (an extension, sip_core/train/prefix_search.py); "
+                        "readout: a mean-init run of --readout-epochs, then the encoding of the FST that run's own states "
+                        "on the training strings imply, else mean (an extension, sip_core/train/readout.py); "
                         "sampled: the encoding of one "
                         "random FST over the task's symbols (a research lever: worse than mean on Table 1's iteration tasks, "
                         "docs/EXPERIMENTS.md session 51); none: no prefix; "
@@ -161,6 +163,11 @@ def register(commands, data_commands) -> None:
                    help="--prefix search: training pairs the minibatches are drawn from")
     p.add_argument("--prefix-search-minutes", type=float, default=0.0, metavar="MIN",
                    help="--prefix search: stop after this long (0: no limit)")
+    p.add_argument("--readout-epochs", type=int, default=10, metavar="E",
+                   help="--prefix readout: epochs of the mean-init run whose states are read")
+    p.add_argument("--readout-min-acc", type=float, default=1.0, metavar="F",
+                   help="--prefix readout: the read FST is the start only if it maps at least this share of the "
+                        "training pairs right (by running it); otherwise the mean init")
     p.add_argument("--prefix-codebook-states", type=int, default=0, metavar="N",
                    help="codebook of every single-transition encoding over N states and the task's symbols "
                         "(needs a SIP checkpoint's FST encoder); used by the two options below")

@@ -27,6 +27,7 @@ from sip_core.errors import SipError
 from sip_core.eval.decode import predict_split
 from sip_core.eval.metrics import score
 from sip_core.eval.outputs import reported, write_run
+from sip_core.fst.machine import Machine
 from sip_core.io import write_json, write_text
 from sip_core.model.codebook import nearest as codebook_nearest
 from sip_core.model.codebook import task_symbol_ids, transition_codebook
@@ -39,7 +40,7 @@ from sip_core.train import distributed, modelcard, restarts, runtime, taskpool
 from sip_core.train.batching import DeviceSplit, random_batches
 from sip_core.train.commands import FINETUNE_DETERMINISM
 from sip_core.train import consistency as consist
-from sip_core.train import regularisers
+from sip_core.train import readout, regularisers
 from sip_core.train.optim import decay_factor
 from sip_core.train.pretrain import state_loss
 from sip_core.train.prefix_norm import FROM_FSTS, cap_slot_norms, encoding_slot_norm, parse_max_norm
@@ -54,9 +55,9 @@ from sip_core.train.rundir import Staging, check_out, sha256
 RELEASED_MODEL = Path(__file__).resolve().parents[2] / "models" / "sip-d4"
 SMALL_MODEL = RELEASED_MODEL.parent / "sip-d4-small"  # 3.0M parameters, weights in git
 # prefix kinds that start from the checkpoint's FST sample or its FST encoder (a fallback to the mean init included)
-FROM_SAMPLE = ("mean", "soft", "induced", "search", "sampled")
+FROM_SAMPLE = ("mean", "soft", "induced", "search", "readout", "sampled")
 # ... and those that start at one machine's encoding, one vector per transition
-ONE_MACHINE = ("induced", "search", "sampled")
+ONE_MACHINE = ("induced", "search", "readout", "sampled")
 PROGRESS_FILE = "progress.json"  # evaluations so far, in the staging directory of an unfinished run
 # settings that do not change the result (left out of the staging directory's fingerprint)
 _NOT_SETTINGS = ("func", "command", "out", "no_progress", "threads", "device", "checkpoint_every",
@@ -162,6 +163,7 @@ class FineTuner:
         self.prefix_init = None  # --prefix induced or sampled: what the last run started from
         self.prefix_induced = False  # ... and whether that was an induced or searched FST (--induced-prefix-lr applies)
         self.prefix_search_log = []  # --prefix search: the search's progress, for metrics.json
+        self.readout_log = None  # --prefix readout: what the first pass read, for metrics.json (and the start)
         if self.prefix_kind in ("mean", "random") + ONE_MACHINE:
             model = with_prefix_mode(base, "tuned", prefix_length=args.prefix_length)
         elif self.prefix_kind == "soft":
@@ -183,6 +185,8 @@ class FineTuner:
             if self.dist.enabled:
                 raise SipError("--state-consistency runs in one process only (not under torchrun/--nproc)")
             self.model.state_head.requires_grad_(False)  # frozen: a trained head could predict one state everywhere
+        if self.prefix_kind == "readout" and self.model.state_head is None:
+            raise SipError("--prefix readout needs a SIP checkpoint with a state head (pre-trained with --state-loss)")
         self.rehearsal = self._rehearsal()
         if getattr(args, "state_entropy", 0.0) > 0:
             if self.model.state_head is None or self.model.prefix is None:
@@ -228,7 +232,9 @@ class FineTuner:
             init = self._sampled_init(train_pairs, seed if init_seed is None else init_seed)
         elif self.prefix_kind == "search":
             init = self._search_init(train_pairs, seed if init_seed is None else init_seed)
-        if self.prefix_kind == "mean" or (self.prefix_kind in ("induced", "search") and init is None):
+        elif self.prefix_kind == "readout":
+            init = self._readout_init()
+        if self.prefix_kind == "mean" or (self.prefix_kind in ("induced", "search", "readout") and init is None):
             init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
                                self.model.t5.shared)
         elif self.prefix_kind == "random":
@@ -268,6 +274,16 @@ class FineTuner:
                                        config.num_states, config.symbols, random.Random(seed),
                                        getattr(self.args, "prefix_sampled_states", 4))
         self.prefix_init = f"sampled: {machine.n_states} states, {len(machine.transitions)} transitions"
+        return init
+
+    def _readout_init(self) -> torch.Tensor | None:
+        """--prefix readout: the encoding of the machine the first pass's states imply (None: the paper's init)."""
+        config, row = self.model.config, (self.readout_log or {}).get("machine")
+        init = None if row is None else machine_prefix(self.fst_encoder, Machine.from_row(row), config.prefix_length,
+                                                       self.model.t5.shared, config.num_states, config.symbols)
+        self.prefix_induced = init is not None
+        self.prefix_init = (f"readout: {self.readout_log['summary']}" if init is not None else
+                            f"mean: the first pass read no FST a prefix can hold ({self.readout_log['summary']})")
         return init
 
     def _search_init(self, train_pairs, seed: int) -> torch.Tensor | None:
@@ -356,6 +372,8 @@ class FineTuner:
         started = time.monotonic()
         # --holdout-longest: the longest training inputs become a length dev set (scored at the end, not trained on)
         fit_pairs, holdout_pairs = split_longest(train_pairs, getattr(args, "holdout_longest", 0.0))
+        if self.prefix_kind == "readout":  # a mean-init first pass, whose states give the machine to start from
+            self.readout_log = readout.first_pass(self, task_id, fit_pairs, test_pairs, out_dir)
         self._reset(args.seed, fit_pairs)
         resume_from = ckpt.latest_checkpoint(out_dir)
         selection = None
@@ -501,6 +519,8 @@ class FineTuner:
             "task_id": task_id, "seed": args.seed, "scale": args.scale, "prefix": self.prefix_kind,
             **({"prefix_init": self.prefix_init} if self.prefix_kind in ONE_MACHINE else {}),
             **({"prefix_search": self.prefix_search_log} if self.prefix_kind == "search" else {}),
+            **({"readout": {k: v for k, v in self.readout_log.items() if k != "machine"}}
+               if self.prefix_kind == "readout" else {}),
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
             "device": runtime.device_name(self.device) + (f" x {dist.world} (DDP)" if dist.enabled else ""),
@@ -543,6 +563,8 @@ class FineTuner:
         }
         if consistency_log:
             metrics["consistency"] = consistency_log
+        if self.prefix_kind == "readout":  # ... and the first pass behind it
+            metrics["wall_seconds"] = round(metrics["wall_seconds"] + self.readout_log["first_pass_wall_seconds"], 2)
         if selection is not None:  # the run's cost includes the restarts behind it
             metrics["selection"] = selection
             metrics["wall_seconds"] = round(metrics["wall_seconds"] + sum(e["wall_seconds"] for e in selection["restarts"]), 2)
@@ -691,6 +713,7 @@ def main(args) -> int:
     args.prefix_max_norm = parse_max_norm(getattr(args, "prefix_max_norm", None))
     parse_window(getattr(args, "profile_steps", None))  # a malformed window stops here, before any set-up
     restarts.check_args(args)
+    readout.check_args(args)
     if getattr(args, "length_weighting", 0.0) < 0:
         raise SipError("--length-weighting must be at least 0")
     if not 0 <= getattr(args, "holdout_longest", 0.0) < 1:

@@ -1,0 +1,282 @@
+"""Read the machine a fine-tuned SIP model believes in off its own states (``sip finetune --prefix readout``).
+
+Why: a prefix tuned from the paper's mean init fits Table 1's short training strings but drifts on the longer test
+strings, while the same body given the task's FST as its prefix does not (98.2% with ``--prefix induced``). If the
+tuned model's states on the training strings are the task's states, the machine they imply can be read off and the
+prefix restarted from that machine's encoding: the model, not an outside learner, finds the machine; the
+encoding only puts it back on the manifold the body was pre-trained on. An extension, not the paper's method.
+
+The reading: the pre-trained (frozen) state head gives a state id after every character of every training input;
+the majority successor per (state, character) is the transition graph (`consistency.transition_graph`); each
+training pair then fixes the outputs along its path, since a transition writes one symbol or nothing
+(`solve_outputs`). The graph's start is a node of its own (the head reads no state before the first character),
+so the machine has one more state than the head used; minimisation (`minimize_or_keep`) merges it with the state
+the head calls the start, where they behave alike. The machine is only used where it maps every training pair
+right (checked by running it, `Machine.apply`); otherwise the tuned prefix is kept.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from sip_core.errors import SipError
+from sip_core.fst import vocab as V
+from sip_core.fst.machine import Machine
+from sip_core.fst.minimize_py import minimize_or_keep
+from sip_core.io import write_json
+from sip_core.train import restarts
+from sip_core.train.batching import DeviceSplit
+from sip_core.train.consistency import START, read_states, transition_graph
+from sip_core.train.data import make_split
+from sip_core.train.induced_prefix import task_symbols
+
+Arc = tuple[int, str]  # (source state, input character)
+
+
+@dataclass
+class Readout:
+    machine: Machine | None   # None where the reading gives no machine (a path leaves the graph)
+    agreement: float          # share of the head's per-character states that the majority graph agrees with
+    train_acc: float          # share of the training pairs the machine maps right
+    unsolved: int             # transitions whose output no training pair determined (written as ε)
+
+    def summary(self) -> str:
+        size = (f"{self.machine.n_states} states, {len(self.machine.transitions)} transitions"
+                if self.machine is not None else "no machine")
+        return (f"{size}, head agreement {100 * self.agreement:.2f}%, machine's train accuracy "
+                f"{100 * self.train_acc:.2f}%, {self.unsolved} outputs undetermined")
+
+
+MAX_ROUNDS = 50  # of pruning; each round only removes values, and clean data settle in a few
+
+
+def _occurrence_fits(path: list[Arc], y: str, cands: dict[Arc, frozenset[str]]) -> list[frozenset[str]]:
+    """Per position of ``path``: the values of its arc (among ``cands``) with which some choice of the other
+    positions' values (each from its own arc's candidates, independently) writes ``y``. Reachable output
+    positions are bitmasks: bit j of ``fwd[i]`` says that the first i arcs can write ``y[:j]``."""
+    n, m = len(path), len(y)
+    at = {}  # symbol -> bitmask of the positions j where y[j] is that symbol
+    for j, ch in enumerate(y):
+        at[ch] = at.get(ch, 0) | (1 << j)
+
+    def step(reach: int, values: frozenset[str]) -> int:
+        nxt = reach if V.EPS in values else 0
+        for v in values:
+            if v != V.EPS:
+                nxt |= (reach & at.get(v, 0)) << 1
+        return nxt
+
+    fwd = [1]
+    for arc in path:
+        fwd.append(step(fwd[-1], cands[arc]))
+    bwd = [0] * n + [1 << m]  # bit j of bwd[i]: arcs i.. can write y[j:]
+    for i in range(n - 1, -1, -1):
+        values, later = cands[path[i]], bwd[i + 1]
+        here = later if V.EPS in values else 0
+        for v in values:
+            if v != V.EPS:
+                here |= (later >> 1) & at.get(v, 0)
+        bwd[i] = here
+    fits = []
+    for i, arc in enumerate(path):
+        ok = {v for v in cands[arc]
+              if (v == V.EPS and fwd[i] & bwd[i + 1]) or (v != V.EPS and ((fwd[i] & at.get(v, 0)) << 1) & bwd[i + 1])}
+        fits.append(frozenset(ok))
+    return fits
+
+
+def _prune(paths: list[list[Arc]], outputs: list[str], cands: dict[Arc, frozenset[str]]) -> dict[Arc, frozenset[str]]:
+    """Keep, per arc, the values that fit at the most of its occurrences (at all of them, where the paths are
+    right), until nothing changes."""
+    for _ in range(MAX_ROUNDS):
+        counts: dict[Arc, Counter] = {arc: Counter() for arc in cands}
+        for path, y in zip(paths, outputs):
+            for arc, ok in zip(path, _occurrence_fits(path, y, cands)):
+                counts[arc].update(ok)
+        pruned = {}
+        for arc, c in counts.items():
+            best = max(c.values(), default=0)
+            pruned[arc] = frozenset(v for v, k in c.items() if k == best) if best else cands[arc]
+        if pruned == cands:
+            break
+        cands = pruned
+    return cands
+
+
+def solve_outputs(paths: list[list[Arc]], outputs: list[str]) -> tuple[dict[Arc, str], int]:
+    """One output per arc (a symbol, or ``V.EPS``: a transition writes one symbol or nothing) such that each
+    path writes its output. Values are pruned by what every occurrence of an arc allows (`_prune`); an arc left
+    with several is fixed to its first (ε, then the model's order of symbols is not known here: sorted) and the
+    rest pruned again. Returns the outputs and how many arcs had to be fixed that way (the data did not decide)."""
+    symbols = frozenset({V.EPS} | {ch for y in outputs for ch in y})
+    cands = _prune(paths, outputs, {arc: symbols for path in paths for arc in path})
+    guessed = 0
+    while open_arcs := sorted(arc for arc, c in cands.items() if len(c) > 1):
+        arc = open_arcs[0]
+        cands[arc] = frozenset([min(cands[arc])])  # "" (ε) sorts first
+        guessed += 1
+        cands = _prune(paths, outputs, cands)
+    return {arc: next(iter(c)) if c else V.EPS for arc, c in cands.items()}, guessed
+
+
+def _fold(machine: Machine, p: int, q: int) -> Machine | None:
+    """``machine`` with states ``p`` and ``q`` made one, and every pair of states that then reads one symbol into
+    two places made one too (the merge of OSTIA and of RPNI), or None where two merged arcs write different
+    outputs. The result's language can only grow (a merged state is final if either was)."""
+    parent = list(range(machine.n_states))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    arcs: dict[int, dict[str, tuple[str, int]]] = {q0: {} for q0 in range(machine.n_states)}
+    for src, a, b, dst in machine.transitions:
+        arcs[src][a] = (b, dst)
+    todo = [(p, q)]
+    while todo:
+        x, y = (find(s) for s in todo.pop())
+        if x == y:
+            continue
+        x, y = min(x, y), max(x, y)
+        parent[y] = x
+        for a, (b, dst) in arcs.pop(y).items():
+            if a not in arcs[x]:
+                arcs[x][a] = (b, dst)
+            elif arcs[x][a][0] != b:
+                return None
+            else:
+                todo.append((arcs[x][a][1], dst))
+    live = sorted(arcs)
+    index = {r: i for i, r in enumerate(live)}
+    transitions = tuple((index[r], a, b, index[find(dst)]) for r in live for a, (b, dst) in sorted(arcs[r].items()))
+    finals = tuple(sorted({index[find(f)] for f in machine.finals}))
+    return Machine(len(live), finals, transitions, machine.vocab, start=index[find(machine.start)])
+
+
+def merge_states(machine: Machine, pairs) -> Machine:
+    """The fewest states greedy merging reaches while every training pair is still mapped right: two states the
+    head told apart may be one state of the task, seen by the training strings from different sides (the
+    graph's own start, above all, which the head never names). Pairs are tried in state order, and a merge is
+    kept only if the merged machine maps every pair that ``machine`` did."""
+    right = [(x, y) for x, y in pairs if machine.apply(x) == y]
+    merged = True
+    while merged:
+        merged = False
+        for p in range(machine.n_states):
+            for q in range(p + 1, machine.n_states):
+                folded = _fold(machine, p, q)
+                if folded is not None and all(folded.apply(x) == y for x, y in right):
+                    machine, merged = folded.renumbered_bfs(), True
+                    break
+            if merged:
+                break
+    return machine
+
+
+def identity_shorthands(machine: Machine) -> Machine:
+    """Each state that copies every symbol of the vocabulary to one state gets the one ``<id>`` transition
+    instead, as the task generator, pre-training and OSTIA (`Ostia.to_machine`) write it: fewer prefix vectors."""
+    by_state: dict[int, list] = {}
+    for t in machine.transitions:
+        by_state.setdefault(t[0], []).append(t)
+    transitions = []
+    for q in range(machine.n_states):
+        arcs = by_state.get(q, [])
+        if ({a for _, a, _, _ in arcs} == set(machine.vocab) and len({d for *_, d in arcs}) == 1
+                and all(a == b for _, a, b, _ in arcs)):
+            transitions.append((q, V.ID, V.ID, arcs[0][3]))
+        else:
+            transitions += arcs
+    return Machine(machine.n_states, machine.finals, tuple(transitions), machine.vocab).renumbered_bfs()
+
+
+def read_machine(pairs: list[tuple[str, str]], states: list, vocab: str) -> Readout:
+    """The machine that the per-character state ids ``states`` (one array per training input) imply for
+    ``pairs`` (see the module docstring); ``vocab`` is the machine's sub-vocabulary."""
+    inputs = [x for x, _ in pairs]
+    graph = transition_graph(inputs, states)
+    agree = total = 0
+    for text, seq in zip(inputs, states):
+        prev = START
+        for ch, q in zip(text, seq):
+            agree += graph.next[(prev, ch)] == int(q)
+            total += 1
+            prev = int(q)
+    agreement = agree / max(total, 1)
+    number = {START: 0}  # START first, so the machine starts at 0; the head's ids after it, in order
+    for q in sorted({q for q, _ in graph.next} | set(graph.next.values())):
+        number.setdefault(q, len(number))
+    paths, ys, ends = [], [], set()
+    for text, y in pairs:  # each input's path through the majority graph (not the head's own, noisier, states)
+        q, path = START, []
+        for ch in text:
+            path.append((number[q], ch))
+            q = graph.next.get((q, ch))
+            if q is None:  # the majority graph has no such arc: this input leaves the machine
+                break
+        else:
+            paths.append(path)
+            ys.append(y)
+            ends.add(number[q])
+    outs, unsolved = solve_outputs(paths, ys)
+    successor = {(number[q], ch): number[nxt] for (q, ch), nxt in graph.next.items()}
+    transitions = tuple(sorted((q, ch, outs.get((q, ch), V.EPS), successor[(q, ch)]) for q, ch in successor))
+    raw = Machine(len(number), tuple(sorted(ends)), transitions, vocab)
+    machine = identity_shorthands(minimize_or_keep(merge_states(raw, pairs)))
+    train_acc = sum(machine.apply(x) == y for x, y in pairs) / max(len(pairs), 1)
+    return Readout(machine, agreement, train_acc, unsolved)
+
+
+# ---------------------------------------------------------------- the first pass of ``--prefix readout``
+DIR = "readout"  # under a task's run directory: the first pass's own run, and the log of what was read
+LOG_FILE = "readout.json"
+
+
+def check_args(args) -> None:
+    if getattr(args, "prefix", None) != "readout":
+        return
+    if args.readout_epochs < 1:
+        raise SipError("--readout-epochs must be at least 1")
+    if not 0 < args.readout_min_acc <= 1:
+        raise SipError("--readout-min-acc must be in (0, 1]")
+    if restarts.enabled(args) or getattr(args, "holdout_longest", 0.0) > 0:
+        raise SipError("--prefix readout takes neither --restarts nor --holdout-longest")
+
+
+def _first_args(args) -> argparse.Namespace:
+    """The first pass is an ordinary mean-init run, --readout-epochs long, with one test evaluation (for the
+    record) at its end."""
+    return argparse.Namespace(**{**vars(args), "prefix": "mean", "epochs": args.readout_epochs, "eval_last": 1,
+                                 "report_last": 1, "eval_every": 0, "save_prefix": False})
+
+
+def first_pass(tuner, task_id: str, train_pairs, test_pairs, out_dir: Path) -> dict:
+    """Run the first pass (unless an interrupted run finished it), read its machine off the training strings and
+    return the log; ``log["machine"]`` is the machine's row where it is the start, else None."""
+    log_file = out_dir / DIR / LOG_FILE
+    if log_file.is_file():
+        return json.loads(log_file.read_text(encoding="utf-8"))
+    args = tuner.args
+    tuner.args, tuner.prefix_kind = _first_args(args), "mean"
+    try:
+        first = tuner.run(f"{task_id}/readout", train_pairs, test_pairs, out_dir / DIR)
+    finally:
+        tuner.args, tuner.prefix_kind = args, "readout"
+    split = DeviceSplit(make_split(*zip(*train_pairs)), tuner.device)
+    states = read_states(tuner.model, split, args.eval_batch_size, tuner.autocast)
+    result = read_machine(list(train_pairs), states, task_symbols(train_pairs, tuner.model.config.symbols))
+    use = result.machine is not None and result.train_acc >= args.readout_min_acc
+    log = {"epochs": args.readout_epochs, "first_pass_acc": first["reported"]["acc"],
+           "first_pass_steps": first["steps"], "first_pass_wall_seconds": first["wall_seconds"],
+           "head_agreement": round(100 * result.agreement, 2), "machine_train_acc": round(100 * result.train_acc, 2),
+           "undetermined_outputs": result.unsolved, "summary": result.summary(),
+           "machine": result.machine.to_row() if use else None}
+    print(f"finetune {task_id}: readout after {args.readout_epochs} epochs: {result.summary()}"
+          + ("" if use else f"; below --readout-min-acc {args.readout_min_acc}, the mean init instead"), flush=True)
+    write_json(log, log_file)
+    return log

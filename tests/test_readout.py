@@ -1,0 +1,143 @@
+"""`sip finetune --prefix readout`: the machine a model's per-character states imply is read off the training pairs.
+
+Checked against an independent path: states are the gold machine's own (`Machine.state_sequence`), renamed at
+random as a model's state head may name them; the read machine must then map strings *longer* than any it was
+read from exactly as the gold machine does (`Machine.apply` of each, nothing shared with the reading)."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sip_core.fst import vocab as V
+from sip_core.fst.evalfst import eval_fst
+from sip_core.fst.iteration import iteration_split
+from sip_core.fst.machine import Machine
+from sip_core.train.finetune import FineTuner
+from sip_core.train.readout import _fold, identity_shorthands, read_machine, solve_outputs
+from tests.test_induced_prefix import GOLD, _pairs
+from sip_core.model import SIPConfig, SIPForConditionalGeneration
+from sip_core.model.config import t5_kwargs
+from sip_core.model.loading import save_model, save_prefix_init
+from tests.test_prefix_levers import _args
+from tests.test_soft_prefix import SAMPLE
+
+
+def _states(machine: Machine, pairs, rename: dict[int, int]) -> list[np.ndarray]:
+    """What a state head would read: the state after each character, under another numbering."""
+    return [np.array([rename[q] for q in machine.state_sequence(x)[1:]]) for x, _ in pairs]
+
+
+def _tiny_with_state_head(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    tiny = t5_kwargs(d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, dropout_rate=0.0)
+    base = SIPForConditionalGeneration(SIPConfig(t5=tiny, prefix_mode="fst", num_states=4, state_head=True))
+    save_model(base, tmp_path / "sip")
+    save_prefix_init(tmp_path / "sip", SAMPLE)
+    return tmp_path / "sip"
+
+
+def _task(seed: int):
+    rng = random.Random(seed)
+    for _ in range(50):  # the evaluation tasks' own generator: 4 states, inputs visiting a state <= 3 times
+        machine = eval_fst(rng, 4, vocab_size=6)
+        if split := iteration_split(machine, rng, n_train=600, n_test=60, draws_per_length=150):
+            return machine, split
+    raise AssertionError("no iteration task drawn")
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), offset=st.integers(0, 11))
+def test_the_gold_states_read_back_the_gold_function_on_longer_strings(seed, offset):
+    machine, (train, test) = _task(seed)
+    rename = {q: (q + offset) % 16 for q in range(machine.n_states)}
+    result = read_machine(train, _states(machine, train, rename), machine.vocab)
+    assert result.agreement == 1.0 and result.train_acc == 1.0 and result.unsolved == 0
+    longest = max(len(x) for x, _ in train)
+    assert any(len(x) > longest for x, _ in test) or all(machine.iteration_count(x) > 3 for x, _ in test)
+    assert all(result.machine.apply(x) == y for x, y in test)  # test strings visit states more often than any train
+    assert result.machine.n_states <= machine.n_states  # merged back, never more states than the gold (which need not be minimal)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_a_state_the_head_splits_in_two_is_merged_back(seed):
+    machine, (train, test) = _task(seed)
+    split_state = machine.n_states - 1
+    # the head names the last state 7 on strings of even length, as a head may tell one state apart by context
+    states = [np.array([7 if q == split_state and len(x) % 2 == 0 else q for q in machine.state_sequence(x)[1:]])
+              for x, _ in train]
+    result = read_machine(train, states, machine.vocab)
+    assert result.train_acc == 1.0 and result.machine.n_states <= machine.n_states
+    assert all(result.machine.apply(x) == y for x, y in test)
+
+
+def test_a_minority_of_wrong_states_is_outvoted():
+    machine, (train, test) = _task(4)
+    rng = np.random.default_rng(0)
+    states = _states(machine, train, {q: q for q in range(machine.n_states)})
+    for k in rng.choice(len(states), size=len(states) // 20, replace=False):  # 5% of the strings read one wrong state
+        i = rng.integers(len(states[k]))
+        states[k][i] = (states[k][i] + 1) % machine.n_states
+    result = read_machine(train, states, machine.vocab)
+    assert result.agreement < 1.0
+    assert all(result.machine.apply(x) == y for x, y in test)
+
+
+def test_states_that_contradict_the_data_give_a_machine_that_says_so():
+    machine, (train, _) = _task(4)
+    one_state = [np.zeros(len(x), dtype=int) for x, _ in train]  # a head that sees no structure at all
+    result = read_machine(train, one_state, machine.vocab)
+    assert result.train_acc < 0.5
+
+
+def test_outputs_are_solved_from_paths_even_where_no_pair_has_one_symbol_per_character():
+    # arcs A, B; "A" alone writes "x", so in "AB" -> "x" B writes nothing; "BB" -> "" follows from either
+    paths = [[(0, "a")], [(0, "a"), (1, "b")], [(1, "b"), (1, "b")]]
+    outs, unsolved = solve_outputs(paths, ["x", "x", ""])
+    assert outs == {(0, "a"): "x", (1, "b"): V.EPS} and unsolved == 0
+    # "a" or "b" could write it: one guess (a writes ε), and the pruning then gives "x" to b
+    outs, unsolved = solve_outputs([[(0, "a"), (1, "b")]], ["x"])
+    assert unsolved == 1 and outs == {(0, "a"): V.EPS, (1, "b"): "x"}
+
+
+def test_a_state_that_copies_every_symbol_to_one_state_becomes_one_id_arc():
+    explicit = Machine(2, (1,), ((0, "a", "a", 1), (0, "b", "b", 1), (0, "c", "c", 1), (1, "a", "b", 1)), "abc")
+    short = identity_shorthands(explicit)
+    assert (0, V.ID, V.ID, 1) in short.transitions and len(short.transitions) == 2
+    assert all(short.apply(x) == explicit.apply(x) for x in ("a", "ba", "caaa", "bb"))
+
+
+def test_the_readout_run_starts_from_the_machine_its_first_pass_read(tmp_path):
+    model = _tiny_with_state_head(tmp_path)
+    pairs = _pairs(GOLD, 5)  # 189 pairs: the first 160 to train on, the rest to test
+    # a tiny untrained model reads no usable machine at the default; at --readout-min-acc 0.01 any machine is used
+    for min_acc, expect in (("1.0", "mean: the first pass read"), ("0.01", "readout: ")):
+        out = tmp_path / f"run{min_acc}"
+        tuner = FineTuner(_args(model, out, "--prefix", "readout", "--prefix-length", "80", "--readout-epochs", "1",
+                                "--readout-min-acc", min_acc, "--epochs", "1", "--eval-last", "1"))
+        metrics = tuner.run("t", pairs[:160], pairs[160:], out)
+        assert metrics["prefix"] == "readout" and metrics["prefix_init"].startswith(expect), metrics["prefix_init"]
+        log = json.loads((out / "readout" / "readout.json").read_text())
+        assert metrics["readout"]["machine_train_acc"] == log["machine_train_acc"]
+        assert (log["machine"] is None) == (min_acc == "1.0")
+        if log["machine"] is not None:  # one prefix vector per transition of the read machine
+            assert tuner.model.prefix.shape[0] == len(Machine.from_row(log["machine"]).transitions)
+        assert metrics["wall_seconds"] >= log["first_pass_wall_seconds"]
+        # a resumed run reads the log instead of running the first pass again
+        again = FineTuner(_args(model, out, "--prefix", "readout", "--prefix-length", "80", "--readout-epochs", "1",
+                                "--readout-min-acc", min_acc, "--epochs", "1", "--eval-last", "1"))
+        assert again.run("t", pairs[:160], pairs[160:], out)["prefix_init"] == metrics["prefix_init"]
+
+
+def test_a_fold_that_would_write_two_outputs_for_one_arc_is_refused():
+    m = Machine(3, (1, 2), ((0, "a", "x", 1), (0, "b", "y", 2), (1, "a", "x", 1), (2, "a", "y", 2)), "ab")
+    assert _fold(m, 1, 2) is None  # 1 and 2 write x and y on a
+    ok = Machine(3, (1, 2), ((0, "a", "x", 1), (0, "b", "y", 2), (1, "a", "x", 1), (2, "b", "x", 2)), "ab")
+    folded = _fold(ok, 1, 2)
+    assert folded.n_states == 2 and folded.apply("aab") == "xxx" and folded.apply("bba") == "yxx"
