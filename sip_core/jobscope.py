@@ -80,6 +80,7 @@ def _protocol_keys(resolved: dict, model: str, family: str) -> list[str]:
             + ["finetune.prefix_lr", "finetune.prefix_length", "finetune.clip", "finetune.seed"]
             + (["finetune.schedule"] if "schedule" in resolved["finetune"] else [])  # optional: constant if absent
             + (["finetune.induced_prefix_lr"] if pipeline.uses_induced_prefix_lr(resolved["finetune"], model) else [])
+            + (["finetune.readout_epochs"] if pipeline.uses_readout_epochs(resolved["finetune"], model) else [])
             + (["finetune.restarts"] if "restarts" in resolved["finetune"] else []))  # optional: one run if absent
 
 

@@ -14,7 +14,7 @@ class ModelSpec:
     pool: str | None             # pre-training pool (d4, d4plus, nd7, d4long, set)
     parent: str | None = None    # continued pre-training starts from this model's checkpoint
     checkpoint_of: str | None = None  # fine-tune another model's checkpoint (the no-prefix ablation)
-    prefix: str = "none"         # fine-tuning prefix: mean | induced | random | none
+    prefix: str = "none"         # fine-tuning prefix: mean | induced | readout | random | none
     hparams: str = "default"     # key into the per-model batch/lr maps of params.finetune.*
     extension: bool = False      # ours, not the paper's: a row of its own, outside the paper's claims
     prefix_max_norm: str | None = None  # --prefix-max-norm of its fine-tuning (an extension; None: no cap)
@@ -32,6 +32,9 @@ MODELS: dict[str, ModelSpec] = {
     # an extension: the paper's init, each tuned slot capped at the body's own encoding norm (sweep 30, session 45)
     "sip-d4-capped": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="mean", hparams="sip", extension=True,
                                prefix_max_norm="fst"),
+    # an extension: a capped first pass, then the capped protocol from the FST read off its states (session 59)
+    "sip-d4-readout": ModelSpec(None, None, checkpoint_of="sip-d4", prefix="readout", hparams="sip", extension=True,
+                                prefix_max_norm="fst"),
     "sip-d4plus": ModelSpec("sip", "d4plus", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-nd7": ModelSpec("sip", "nd7", parent="sip-d4", prefix="mean", hparams="sip"),
     "sip-d4-long": ModelSpec("sip", "d4long", parent="sip-d4", prefix="mean", hparams="sip"),
@@ -83,8 +86,22 @@ def max_norm_flag(model: str) -> str:
     return f" --prefix-max-norm {cap}" if cap else ""
 
 
+# prefixes that start, where they can, from one FST's encoding, and so train at finetune.induced_prefix_lr
+ONE_FST_PREFIXES = ("induced", "readout")
+
+
 def uses_induced_prefix_lr(finetune: dict, model: str) -> bool:
-    return MODELS[model].prefix == "induced" and "induced_prefix_lr" in finetune
+    return MODELS[model].prefix in ONE_FST_PREFIXES and "induced_prefix_lr" in finetune
+
+
+def uses_readout_epochs(finetune: dict, model: str) -> bool:
+    return MODELS[model].prefix == "readout" and "readout_epochs" in finetune
+
+
+def readout_flag(finetune: dict, model: str) -> str:
+    """``sip finetune`` flag of ``finetune.readout_epochs`` (the first pass of ``--prefix readout``) for a model with
+    a read-out prefix, where the scale sets one; else nothing (the command's default)."""
+    return f" --readout-epochs {finetune['readout_epochs']}" if uses_readout_epochs(finetune, model) else ""
 
 
 def induced_prefix_flag(finetune: dict, model: str) -> str:

@@ -61,11 +61,21 @@ def test_the_induced_prefix_lr_reaches_only_the_induced_runs_and_their_command()
     hit = changed(lambda p: p["scales"]["gpu"]["finetune"].update(induced_prefix_lr=0.02), scale="gpu")
     assert {"finetune/sip-d4-induced/iteration-s4", "finetune/sip-d4-induced/uc-s4", "table/table1",
             "finetune/sip-d4-long-induced/len-90-110"} <= hit
-    induced = ("/sip-d4-induced/", "/sip-d4-long-induced/")
+    induced = ("/sip-d4-induced/", "/sip-d4-long-induced/", "/sip-d4-readout/")  # readout: where a machine was read
     assert not any(j.startswith("finetune/") and not any(m in j for m in induced) for j in hit)
     gpu = config.resolve(PARAMS, "gpu")["finetune"]
     assert pipeline.induced_prefix_flag(gpu, "sip-d4-induced") == f" --induced-prefix-lr {gpu['induced_prefix_lr']}"
     assert pipeline.induced_prefix_flag(gpu, "sip-d4") == ""
+
+
+def test_the_readout_epochs_reach_only_a_read_out_prefix_and_its_command():
+    gpu = config.resolve(PARAMS, "gpu")["finetune"]
+    assert pipeline.readout_flag(gpu, "sip-d4-readout") == f" --readout-epochs {gpu['readout_epochs']}"
+    assert pipeline.induced_prefix_flag(gpu, "sip-d4-readout") == f" --induced-prefix-lr {gpu['induced_prefix_lr']}"
+    assert all(pipeline.readout_flag(gpu, m) == "" for m in pipeline.MODELS if m != "sip-d4-readout")
+    keys = jobscope.finetune_keys(config.resolve(PARAMS, "gpu"), "sip-d4-readout", "iteration-s4")
+    assert "finetune.readout_epochs" in keys and "finetune.induced_prefix_lr" in keys
+    assert "finetune.readout_epochs" not in jobscope.finetune_keys(config.resolve(PARAMS, "gpu"), "sip-d4", "iteration-s4")
 
 
 def test_every_scope_key_names_a_setting():

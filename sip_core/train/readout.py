@@ -10,9 +10,10 @@ The reading: the pre-trained (frozen) state head gives a state id after every ch
 the majority successor per (state, character) is the transition graph (`consistency.transition_graph`); each
 training pair then fixes the outputs along its path, since a transition writes one symbol or nothing
 (`solve_outputs`). The graph's start is a node of its own (the head reads no state before the first character),
-so the machine has one more state than the head used; minimisation (`minimize_or_keep`) merges it with the state
-the head calls the start, where they behave alike. The machine is only used where it maps every training pair
-right (checked by running it, `Machine.apply`); otherwise the tuned prefix is kept.
+so the machine has one more state than the head used; a greedy state merge (`merge_states`, the fold of OSTIA and
+RPNI, kept only where every training pair still maps right) joins it to the state it behaves as, then
+`minimize_or_keep`. The machine is only used where it maps every training pair right (``--readout-min-acc``,
+checked by running it, `Machine.apply`); otherwise the second pass starts from the paper's mean init.
 """
 from __future__ import annotations
 

@@ -159,6 +159,7 @@ def finetune_args(wildcards, phash=None):
             f" --eval-batch-size {fam['test_batch']} --lr {pipeline.by_model(fam['lr'], wildcards.model)}"
             f" --prefix-lr {pipeline.by_model(ft['prefix_lr'], wildcards.model)}"
             + pipeline.induced_prefix_flag(ft, wildcards.model)
+            + pipeline.readout_flag(ft, wildcards.model)
             + pipeline.max_norm_flag(wildcards.model)
             + f" --prefix-length {pipeline.by_model(ft['prefix_length'], wildcards.model)} --clip {ft['clip']}"
             f" --seed {ft['seed'] + SEED_OFFSET} --scale {wildcards.scale} --params-hash {phash}"
