@@ -234,7 +234,7 @@ class FineTuner:
             init = self._search_init(train_pairs, seed if init_seed is None else init_seed)
         elif self.prefix_kind == "readout":
             init = self._readout_init()
-        if self.prefix_kind == "mean" or (self.prefix_kind in ("induced", "search", "readout") and init is None):
+        if self.prefix_kind == "mean" or (self.prefix_kind in ONE_MACHINE and init is None):  # no machine: the mean
             init = mean_prefix(self.fst_encoder, self.fst_sample, n_fsts, self.model.config.prefix_length, gen,
                                self.model.t5.shared)
         elif self.prefix_kind == "random":

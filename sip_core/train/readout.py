@@ -162,7 +162,7 @@ def _fold(machine: Machine, p: int, q: int) -> Machine | None:
 def merge_states(machine: Machine, pairs) -> Machine:
     """The fewest states greedy merging reaches while every training pair is still mapped right: two states the
     head told apart may be one state of the task, seen by the training strings from different sides (the
-    graph's own start, above all, which the head never names). Pairs are tried in state order, and a merge is
+    graph's own start, above all, which the head never names). State pairs are tried in order, and a merge is
     kept only if the merged machine maps every pair that ``machine`` did."""
     right = [(x, y) for x, y in pairs if machine.apply(x) == y]
     merged = True
