@@ -35,6 +35,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 from sip_core import handoff_state, mps
 from sip_core.errors import SipError
 from sip_core.io import write_json
@@ -686,8 +688,27 @@ def import_archives(archives: list[Path], scale: str, targets: list[str]) -> Non
     touch = snakemake(["--touch", "-j1", "--config", f"scale={scale}", "--", *targets])
     if touch.returncode != 0:
         raise SipError(f"snakemake --touch failed:\n{touch.stderr[-2000:]}")
-    if Path("dvc.yaml").exists():
-        subprocess.run(["dvc", "commit", "--force", "--quiet"], check=False)
+    if stages := _dvc_stages_present(scale):
+        # the interpreter's own dvc, as for snakemake: a bare "dvc" depends on PATH (an unactivated venv has none)
+        commit = subprocess.run([sys.executable, "-m", "dvc", "commit", "--force", "--quiet", *stages],
+                                capture_output=True, text=True)
+        if commit.returncode != 0:
+            raise SipError(f"dvc commit failed (outputs are imported; run 'dvc commit' by hand):\n"
+                           f"{commit.stderr[-2000:]}")
+
+
+def _dvc_stages_present(scale: str) -> list[str]:
+    """The dvc.yaml stages of ``scale`` whose dependencies and outputs all exist here: a bare ``dvc commit``
+    fails on the first stage that was never built here (another scale's, say) and then commits nothing."""
+    if not Path("dvc.yaml").exists():
+        return []
+    stages = yaml.safe_load(Path("dvc.yaml").read_text()).get("stages", {})
+    present = [name for name, stage in stages.items() if name.endswith(f"-{scale}") and all(
+        Path(next(iter(path)) if isinstance(path, dict) else path).exists()
+        for path in [*stage.get("deps", []), *stage.get("outs", [])])]
+    if not present:
+        print(f"import: no dvc.yaml stage of scale {scale} has all its inputs here; dvc commit skipped")
+    return present
 
 
 def _drop_superseded_staging(names: list[str]) -> None:

@@ -4,6 +4,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sip_core import config, dvcstages, handoff
 from sip_core.errors import SipError
@@ -656,3 +657,18 @@ def test_export_refuses_a_job_list_outside_the_repository(tmp_path, monkeypatch)
     with pytest.raises(SipError, match="must lie inside the repository"):
         handoff.export(["results/gpu/table2.csv"], "gpu", tmp_path / "elsewhere.json")
     assert not ran and not (tmp_path / "elsewhere.json").exists()  # refused before building anything
+
+
+def test_import_commits_only_the_dvc_stages_of_its_scale_that_were_built_here(tmp_path, monkeypatch, capsys):
+    # a bare `dvc commit` stops at the first stage never built here (another scale's) and commits nothing
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "built").mkdir()
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "table1-gpu": {"deps": ["built"], "outs": [{"built/table1.csv": {"cache": False}}]},
+        "table2-gpu": {"deps": ["missing-checkpoint"], "outs": ["built/table2.csv"]},
+        "table1-ci": {"deps": ["built"], "outs": ["built/table1.csv"]},
+    }}))
+    (tmp_path / "built" / "table1.csv").write_text("x\n")
+    assert handoff._dvc_stages_present("gpu") == ["table1-gpu"]
+    assert handoff._dvc_stages_present("cpu") == []
+    assert "dvc commit skipped" in capsys.readouterr().out
