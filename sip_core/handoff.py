@@ -703,7 +703,8 @@ def _dvc_stages_present(scale: str) -> list[str]:
     if not Path("dvc.yaml").exists():
         return []
     stages = yaml.safe_load(Path("dvc.yaml").read_text()).get("stages", {})
-    present = [name for name, stage in stages.items() if name.endswith(f"-{scale}") and all(
+    # a stage's scale is in its command (sip_core.dvcstages.SNAKEMAKE); its name puts it mid-name for checkpoints
+    present = [name for name, stage in stages.items() if f"--config scale={scale} " in stage.get("cmd", "") and all(
         Path(next(iter(path)) if isinstance(path, dict) else path).exists()
         for path in [*stage.get("deps", []), *stage.get("outs", [])])]
     if not present:

@@ -663,12 +663,16 @@ def test_import_commits_only_the_dvc_stages_of_its_scale_that_were_built_here(tm
     # a bare `dvc commit` stops at the first stage never built here (another scale's) and commits nothing
     monkeypatch.chdir(tmp_path)
     (tmp_path / "built").mkdir()
+    def stage(scale, deps, outs):
+        return {"cmd": dvcstages.SNAKEMAKE.format(scale=scale) + " x", "deps": deps, "outs": outs}
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
-        "table1-gpu": {"deps": ["built"], "outs": [{"built/table1.csv": {"cache": False}}]},
-        "table2-gpu": {"deps": ["missing-checkpoint"], "outs": ["built/table2.csv"]},
-        "table1-ci": {"deps": ["built"], "outs": ["built/table1.csv"]},
+        "checkpoint-gpu-sip-d4": stage("gpu", ["built"], [{"built/sip-d4": {"persist": True}}]),
+        "table1-gpu": stage("gpu", ["built"], [{"built/table1.csv": {"cache": False}}]),
+        "table2-gpu": stage("gpu", ["missing-checkpoint"], ["built/table2.csv"]),
+        "table1-ci": stage("ci", ["built"], ["built/table1.csv"]),
     }}))
     (tmp_path / "built" / "table1.csv").write_text("x\n")
-    assert handoff._dvc_stages_present("gpu") == ["table1-gpu"]
+    (tmp_path / "built" / "sip-d4").mkdir()
+    assert handoff._dvc_stages_present("gpu") == ["checkpoint-gpu-sip-d4", "table1-gpu"]
     assert handoff._dvc_stages_present("cpu") == []
     assert "dvc commit skipped" in capsys.readouterr().out
