@@ -10,6 +10,7 @@
 #   reh<W>      + --rehearsal W --rehearsal-data $POOL (a batch of pre-training pairs beside every task batch)
 #   ro<E>       --prefix readout --readout-epochs E (sweep 36, session 59): a capped first pass of E epochs, then the
 #               protocol's 20 epochs from the FST its states on the training strings imply (sip_core/train/readout.py)
+#   ror<E>      ro<E> with --readout-repair (session 62): single arcs of a read FST that misses a few pairs corrected
 #   ...-lr<LR>  any of them with body LR LR (rehearsal may let the body adapt faster without losing simulation)
 # CAP=0 drops the cap from every variant; REH_BATCH=B gives rehearsal batches of B pairs (default: the task batch).
 # Carry data/gpu/eval/iteration-s4 and $POOL (default data/gpu/rehearsal/d4:
@@ -29,6 +30,7 @@ flags_of() {  # a variant's flags beyond $P (see above)
   case $v in
     capped) ;;
     ent*) f="$f --state-entropy ${v#ent}" ;;
+    ror*) f="$f --prefix readout --readout-repair --readout-epochs ${v#ror} --induced-prefix-lr 0.01" ;;
     ro*) f="$f --prefix readout --readout-epochs ${v#ro} --induced-prefix-lr 0.01" ;;
     reh*) f="$f --rehearsal ${v#reh} --rehearsal-data $pool${REH_BATCH:+ --rehearsal-batch $REH_BATCH}" ;;
     *) echo "sweep35: unknown variant $1 (capped, ent<W>, reh<W>, ro<E>, each with an optional -lr<LR>)" >&2; return 2 ;;

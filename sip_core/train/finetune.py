@@ -519,7 +519,7 @@ class FineTuner:
             "task_id": task_id, "seed": args.seed, "scale": args.scale, "prefix": self.prefix_kind,
             **({"prefix_init": self.prefix_init} if self.prefix_kind in ONE_MACHINE else {}),
             **({"prefix_search": self.prefix_search_log} if self.prefix_kind == "search" else {}),
-            **({"readout": {k: v for k, v in self.readout_log.items() if k != "machine"}}
+            **({"readout": {k: v for k, v in self.readout_log.items() if k not in ("machine", "read_machine")}}
                if self.prefix_kind == "readout" else {}),
             "epochs": evaluations, "reported": reported(evaluations, args.report_last),
             "n_train": len(train), "n_test": len(test), "steps": steps,
