@@ -234,6 +234,10 @@ def graph_machine(successor: dict[Arc, int], pairs, vocab: str) -> tuple[Machine
     return Machine(n_nodes, tuple(sorted(ends)), transitions, vocab), unsolved
 
 
+def _n_right(machine: Machine, pairs) -> int:
+    return sum(machine.apply(x) == y for x, y in pairs)
+
+
 def _suspects(successor: dict[Arc, int], machine: Machine, pairs) -> Counter:
     """Arcs to blame for the pairs ``machine`` maps wrong: on each such path, the arcs up to the first one whose
     output leaves the target (or that is missing, or the end), the nearer that point the more blame: a wrong
@@ -271,7 +275,7 @@ def repair_graph(successor: dict[Arc, int], pairs, vocab: str, rounds: int = REP
     and the changes made, as (arc, old successor, new successor)."""
     nodes = sorted(set(successor.values()))
     machine, _ = graph_machine(successor, pairs, vocab)
-    right = sum(machine.apply(x) == y for x, y in pairs)
+    right = _n_right(machine, pairs)
     changes = []
     for _ in range(rounds):
         if right == len(pairs):
@@ -283,7 +287,7 @@ def repair_graph(successor: dict[Arc, int], pairs, vocab: str, rounds: int = REP
                     continue
                 trial = {**successor, arc: d}
                 m, _ = graph_machine(trial, pairs, vocab)
-                n = sum(m.apply(x) == y for x, y in pairs)
+                n = _n_right(m, pairs)
                 if n > (best[0] if best else right):
                     best = (n, trial, m, (arc, successor.get(arc), d))
         if best is None:
@@ -317,7 +321,7 @@ def read_machine(pairs: list[tuple[str, str]], states: list, vocab: str, repair:
         successor, changes = repair_graph(successor, pairs, vocab)
     raw, unsolved = graph_machine(successor, pairs, vocab)
     machine = identity_shorthands(minimize_or_keep(merge_states(raw, pairs)))
-    train_acc = sum(machine.apply(x) == y for x, y in pairs) / max(len(pairs), 1)
+    train_acc = _n_right(machine, pairs) / max(len(pairs), 1)
     return Readout(machine, agreement, train_acc, unsolved, changes)
 
 
@@ -359,7 +363,7 @@ def first_pass(tuner, task_id: str, train_pairs, test_pairs, out_dir: Path) -> d
     split = DeviceSplit(make_split(*zip(*train_pairs)), tuner.device)
     states = read_states(tuner.model, split, args.eval_batch_size, tuner.autocast)
     result = read_machine(list(train_pairs), states, task_symbols(train_pairs, tuner.model.config.symbols),
-                          repair=getattr(args, "readout_repair", False))
+                          repair=args.readout_repair)
     use = result.machine is not None and result.train_acc >= args.readout_min_acc
     log = {"epochs": args.readout_epochs, "first_pass_acc": first["reported"]["acc"],
            "first_pass_steps": first["steps"], "first_pass_wall_seconds": first["wall_seconds"],
