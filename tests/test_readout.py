@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from sip_core.fst import vocab as V
@@ -53,11 +53,13 @@ def _task(seed: int):
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10_000), offset=st.integers(0, 11))
+@example(seed=89, offset=0)  # one output the training pairs leave open (found by CI, session 62)
 def test_the_gold_states_read_back_the_gold_function_on_longer_strings(seed, offset):
     machine, (train, test) = _task(seed)
     rename = {q: (q + offset) % 16 for q in range(machine.n_states)}
     result = read_machine(train, _states(machine, train, rename), machine.vocab)
-    assert result.agreement == 1.0 and result.train_acc == 1.0 and result.unsolved == 0
+    # (an output the training pairs leave undetermined may remain, `unsolved`: seed 89 has one; the test strings judge)
+    assert result.agreement == 1.0 and result.train_acc == 1.0
     longest = max(len(x) for x, _ in train)
     assert any(len(x) > longest for x, _ in test) or all(machine.iteration_count(x) > 3 for x, _ in test)
     assert all(result.machine.apply(x) == y for x, y in test)  # test strings visit states more often than any train
