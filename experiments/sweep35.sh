@@ -10,7 +10,8 @@
 #   reh<W>      + --rehearsal W --rehearsal-data $POOL (a batch of pre-training pairs beside every task batch)
 #   ro<E>       --prefix readout --readout-epochs E (sweep 36, session 59): a capped first pass of E epochs, then the
 #               protocol's 20 epochs from the FST its states on the training strings imply (sip_core/train/readout.py)
-#   ror<E>      ro<E> with --readout-repair (session 62): single arcs of a read FST that misses a few pairs corrected
+#   ror<E>      ro<E> with --readout-repair (sessions 62-63): the head transitions that lose pairs, corrected
+#   TRIES=K     ro/ror variants with --readout-tries K (session 63): a reading that misses pairs -> another first pass
 #   ...-lr<LR>  any of them with body LR LR (rehearsal may let the body adapt faster without losing simulation)
 # CAP=0 drops the cap from every variant; REH_BATCH=B gives rehearsal batches of B pairs (default: the task batch).
 # Carry data/gpu/eval/iteration-s4 and $POOL (default data/gpu/rehearsal/d4:
@@ -20,7 +21,7 @@
 #   PATH=.venv/bin:$PATH bash experiments/sweep35.sh
 set -u
 [[ ${MPS:-0} == 1 ]] && exec env MPS=0 PYTHONPATH=$PWD python3 -m sip_core.mps bash "$0" "$@"
-s=${SEED:-762354} pool=${POOL:-data/gpu/rehearsal/d4}
+s=${SEED:-762354} pool=${POOL:-data/gpu/rehearsal/d4} tries=${TRIES:+ --readout-tries $TRIES}
 P="--prefix-length 80 --prefix-lr 0.3 --lr 1e-5 --schedule cosine --checkpoint-minutes 1 --seed $s"
 [[ ${CAP:-1} == 1 ]] && P="$P --prefix-max-norm fst"
 
@@ -30,8 +31,8 @@ flags_of() {  # a variant's flags beyond $P (see above)
   case $v in
     capped) ;;
     ent*) f="$f --state-entropy ${v#ent}" ;;
-    ror*) f="$f --prefix readout --readout-repair --readout-epochs ${v#ror} --induced-prefix-lr 0.01" ;;
-    ro*) f="$f --prefix readout --readout-epochs ${v#ro} --induced-prefix-lr 0.01" ;;
+    ror*) f="$f --prefix readout --readout-repair --readout-epochs ${v#ror} --induced-prefix-lr 0.01$tries" ;;
+    ro*) f="$f --prefix readout --readout-epochs ${v#ro} --induced-prefix-lr 0.01$tries" ;;
     reh*) f="$f --rehearsal ${v#reh} --rehearsal-data $pool${REH_BATCH:+ --rehearsal-batch $REH_BATCH}" ;;
     *) echo "sweep35: unknown variant $1 (capped, ent<W>, reh<W>, ro<E>, each with an optional -lr<LR>)" >&2; return 2 ;;
   esac
@@ -43,6 +44,7 @@ for v in ${VARIANTS:-capped ent0.3 reh1}; do
   f=$(flags_of "$v") || exit 2
   [[ ${CAP:-1} == 1 ]] || v="$v-nocap"
   [[ -n ${REH_BATCH:-} && $v == reh* ]] && v="$v-b$REH_BATCH"
+  [[ -n ${TRIES:-} && $v == ro* ]] && v="$v-t$TRIES"
   runs+=("$v-s$s|$P $f|SIP_FILL_UNINITIALIZED=0")
 done
 [[ "${runs[*]}" != *--rehearsal-data* || -f $pool/fsts.parquet ]] || { echo "sweep35: no rehearsal pool at $pool" >&2; exit 2; }

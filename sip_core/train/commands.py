@@ -168,6 +168,9 @@ def register(commands, data_commands) -> None:
     p.add_argument("--readout-min-acc", type=float, default=1.0, metavar="F",
                    help="--prefix readout: the read FST is the start only if it maps at least this share of the "
                         "training pairs right (by running it); otherwise the mean init")
+    p.add_argument("--readout-tries", type=int, default=1, metavar="K",
+                   help="--prefix readout: where the read FST maps fewer than --readout-min-acc of the training "
+                        "pairs, run the first pass again at the next seed, up to K passes; the best reading is kept")
     p.add_argument("--readout-repair", action="store_true",
                    help="--prefix readout: where the read FST misses training pairs, first give single arcs the "
                         "successor that makes the most pairs come out right (sip_core/train/readout.py)")
