@@ -172,8 +172,8 @@ def register(commands, data_commands) -> None:
                    help="--prefix readout: where the read FST maps fewer than --readout-min-acc of the training "
                         "pairs, run the first pass again at the next seed, up to K passes; the best reading is kept")
     p.add_argument("--readout-repair", action="store_true",
-                   help="--prefix readout: where the read FST misses training pairs, first give single arcs the "
-                        "successor that makes the most pairs come out right (sip_core/train/readout.py)")
+                   help="--prefix readout: where the read FST misses training pairs, first correct the few head "
+                        "transitions whose change makes the most pairs come out right (sip_core/train/readout.py)")
     p.add_argument("--prefix-codebook-states", type=int, default=0, metavar="N",
                    help="codebook of every single-transition encoding over N states and the task's symbols "
                         "(needs a SIP checkpoint's FST encoder); used by the two options below")

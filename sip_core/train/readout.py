@@ -312,15 +312,14 @@ def _moves(successor: dict[Arc, int], suspects: list[Arc], targets: list[int], t
             yield from ({(0, ch): t, twin: t} for t in targets if (t, t) != (d, successor[twin]))
 
 
-def repair_graph(inputs: list[str], seqs: list[np.ndarray], pairs, vocab: str, rounds: int = REPAIR_ROUNDS
-                 ) -> tuple[dict[Arc, int], list[tuple[Arc, int | None, int]]]:
-    """Greedy repair of the majority graph of node sequences ``seqs`` (one node per character of each of
-    ``inputs``; node 0 the start) that maps nearly every training pair: per round, send the steps along one of the
+def repair_graph(inputs: list[str], seqs: list[np.ndarray], successor: dict[Arc, int], pairs, vocab: str,
+                 rounds: int = REPAIR_ROUNDS) -> tuple[dict[Arc, int], list[tuple[Arc, int | None, int]]]:
+    """Greedy repair of ``successor``, the majority graph of node sequences ``seqs`` (one node per character of
+    each of ``inputs``; node 0 the start), that maps nearly every training pair: per round, send the steps along one of the
     arcs most to blame (`_suspects`) to the node that makes the most pairs come out right, and vote the graph
     again (`_relabel`); where no single change helps, a start arc and its twin together (`_moves`). The head's
     states stay the proposal; the training pairs only correct a few of its transitions. Returns the graph and the
     changes made, as (arc, old successor, new successor)."""
-    successor = _majority(inputs, seqs)
     machine, _ = graph_machine(successor, pairs, vocab)
     right = _n_right(machine, pairs)
     changes = []
@@ -371,7 +370,7 @@ def read_machine(pairs: list[tuple[str, str]], states: list, vocab: str, repair:
     changes = []
     if repair:
         seqs = [np.array([number[int(q)] for q in seq], dtype=np.int64) for seq in states]
-        successor, changes = repair_graph(inputs, seqs, pairs, vocab)
+        successor, changes = repair_graph(inputs, seqs, successor, pairs, vocab)
     raw, unsolved = graph_machine(successor, pairs, vocab)
     machine = identity_shorthands(minimize_or_keep(merge_states(raw, pairs)))
     train_acc = _n_right(machine, pairs) / max(len(pairs), 1)
@@ -401,8 +400,7 @@ def _first_args(args, seed: int) -> argparse.Namespace:
     """The first pass is an ordinary mean-init run, --readout-epochs long, with one test evaluation (for the
     record) at its end."""
     return argparse.Namespace(**{**vars(args), "prefix": "mean", "epochs": args.readout_epochs, "eval_last": 1,
-                                 "seed": seed,
-                                 "report_last": 1, "eval_every": 0, "save_prefix": False})
+                                 "seed": seed, "report_last": 1, "eval_every": 0, "save_prefix": False})
 
 
 def _try_dir(out_dir: Path, k: int) -> Path:
