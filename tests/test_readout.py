@@ -167,6 +167,7 @@ def _systematically_wrong(machine: Machine, pairs, arc: tuple[int, str], wrong: 
 
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 10_000), pick=st.integers(0, 10_000), shift=st.integers(1, 3))
+@example(seed=1441, pick=224, shift=2)  # the raw graph misses pairs that the merge puts right: nothing to repair
 def test_repair_never_maps_fewer_training_pairs(seed, pick, shift):
     machine, (train, _) = _task(seed)
     used = sorted({(q, ch) for x, _ in train for q, ch in zip(machine.state_sequence(x), x)})

@@ -367,14 +367,19 @@ def read_machine(pairs: list[tuple[str, str]], states: list, vocab: str, repair:
         number.setdefault(q, len(number))
     # each input's path goes through the majority graph, not the head's own (noisier) states
     successor = {(number[q], ch): number[nxt] for (q, ch), nxt in graph.next.items()}
+    def finish(successor):  # the graph's machine, merged and minimised, and the pairs it maps right
+        raw, unsolved = graph_machine(successor, pairs, vocab)
+        machine = identity_shorthands(minimize_or_keep(merge_states(raw, pairs)))
+        return machine, unsolved, _n_right(machine, pairs)
+
+    machine, unsolved, right = finish(successor)
     changes = []
-    if repair:
+    # only where the finished machine misses pairs: the raw graph may miss some that the merge puts right
+    if repair and right < len(pairs):
         seqs = [np.array([number[int(q)] for q in seq], dtype=np.int64) for seq in states]
         successor, changes = repair_graph(inputs, seqs, successor, pairs, vocab)
-    raw, unsolved = graph_machine(successor, pairs, vocab)
-    machine = identity_shorthands(minimize_or_keep(merge_states(raw, pairs)))
-    train_acc = _n_right(machine, pairs) / max(len(pairs), 1)
-    return Readout(machine, agreement, train_acc, unsolved, changes)
+        machine, unsolved, right = finish(successor)
+    return Readout(machine, agreement, right / max(len(pairs), 1), unsolved, changes)
 
 
 # ---------------------------------------------------------------- the first pass of ``--prefix readout``
